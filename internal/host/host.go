@@ -1,0 +1,337 @@
+// Package host is a read-only view of a machine's files: sysfs, procfs and /etc,
+// rooted at a directory or at a snapshot archive.
+//
+// Every path given to a Host is absolute as the machine sees it ("/sys/bus/pci/devices").
+// Symbolic links are resolved by the Host itself, inside the root: an absolute link target
+// is taken relative to the root, as the machine would see it, and a link that climbs above
+// the root with ".." is an error, never followed. This is what lets every command run
+// unchanged on the live machine, on a fixture tree and on a snapshot from a bug report.
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// ErrEscapesRoot is returned when resolving a path would leave the root.
+var ErrEscapesRoot = errors.New("symbolic link leads outside the root")
+
+// maxLinks bounds link resolution, as the kernel's MAXSYMLINKS does.
+const maxLinks = 40
+
+// Host is a read-only view of one machine's files.
+type Host struct {
+	root string
+	fs   backend
+
+	// realDirs holds resolved directories: paths known to contain no symbolic link.
+	// Resolution starts from the longest such prefix, so reading many attributes of one
+	// sysfs device costs one lookup each instead of one per path component.
+	mu       sync.RWMutex
+	realDirs map[string]bool
+}
+
+type kind uint8
+
+const (
+	kindFile kind = iota
+	kindDir
+	kindLink
+	kindOther
+)
+
+type entry struct {
+	kind   kind
+	target string // link target, for kindLink
+}
+
+// backend reads paths that are already resolved: clean, absolute, free of links.
+type backend interface {
+	lstat(p string) (entry, error)
+	readFile(p string) ([]byte, error)
+	readDir(p string) ([]string, error)
+}
+
+// PathError records a failed operation on a path of a Host.
+type PathError struct {
+	Op   string
+	Root string
+	Path string
+	Err  error
+}
+
+func (e *PathError) Error() string {
+	if e.Root == "/" || e.Root == "" {
+		return fmt.Sprintf("%s %s: %v", e.Op, e.Path, e.Err)
+	}
+	return fmt.Sprintf("%s %s (under root %s): %v", e.Op, e.Path, e.Root, e.Err)
+}
+
+func (e *PathError) Unwrap() error { return e.Err }
+
+// Open returns a Host rooted at root: a directory, or a snapshot archive (.tar.gz or .tgz).
+func Open(root string) (*Host, error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", root, err)
+	}
+	if fi.IsDir() {
+		return newHost(root, dirBackend{dir: root}), nil
+	}
+	f, err := os.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", root, err)
+	}
+	defer f.Close()
+	h, err := OpenArchive(root, f)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func newHost(root string, b backend) *Host {
+	return &Host{root: root, fs: b, realDirs: map[string]bool{"/": true}}
+}
+
+// Root names where the Host's files come from.
+func (h *Host) Root() string { return h.root }
+
+// ReadFile returns the contents of the file at p, following links inside the root.
+func (h *Host) ReadFile(p string) ([]byte, error) {
+	r, err := h.resolve("read", p, true)
+	if err != nil {
+		return nil, err
+	}
+	b, err := h.fs.readFile(r)
+	if err != nil {
+		return nil, h.pathErr("read", p, err)
+	}
+	return b, nil
+}
+
+// ReadString returns the contents of the file at p without surrounding white space,
+// which is how sysfs attributes are read.
+func (h *Host) ReadString(p string) (string, error) {
+	b, err := h.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ReadDir returns the sorted names in the directory at p.
+func (h *Host) ReadDir(p string) ([]string, error) {
+	r, err := h.resolve("read directory", p, true)
+	if err != nil {
+		return nil, err
+	}
+	names, err := h.fs.readDir(r)
+	if err != nil {
+		return nil, h.pathErr("read directory", p, err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Readlink returns the target of the symbolic link at p, as stored.
+func (h *Host) Readlink(p string) (string, error) {
+	r, err := h.resolve("read link", p, false)
+	if err != nil {
+		return "", err
+	}
+	e, err := h.fs.lstat(r)
+	if err != nil {
+		return "", h.pathErr("read link", p, err)
+	}
+	if e.kind != kindLink {
+		return "", h.pathErr("read link", p, errors.New("not a symbolic link"))
+	}
+	return e.target, nil
+}
+
+// Realpath returns p with every link resolved, inside the root.
+func (h *Host) Realpath(p string) (string, error) {
+	r, err := h.resolve("resolve", p, true)
+	if err != nil {
+		return "", err
+	}
+	if _, err := h.fs.lstat(r); err != nil {
+		return "", h.pathErr("resolve", p, err)
+	}
+	return r, nil
+}
+
+// LinkBase returns the last component of the resolved target of the link at p: the
+// driver of a device from its "driver" link, its IOMMU group from "iommu_group".
+// It returns "" and no error when p does not exist.
+func (h *Host) LinkBase(p string) (string, error) {
+	r, err := h.Realpath(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return path.Base(r), nil
+}
+
+// Exists reports whether p exists (after resolving links).
+func (h *Host) Exists(p string) bool {
+	_, err := h.Realpath(p)
+	return err == nil
+}
+
+// IsDir reports whether p is a directory (after resolving links).
+func (h *Host) IsDir(p string) bool {
+	r, err := h.Realpath(p)
+	if err != nil {
+		return false
+	}
+	e, err := h.fs.lstat(r)
+	return err == nil && e.kind == kindDir
+}
+
+func (h *Host) pathErr(op, p string, err error) error {
+	var pe *PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &PathError{Op: op, Root: h.root, Path: p, Err: err}
+}
+
+// resolve turns p into a clean absolute path free of links. The last component is left
+// unresolved when followLast is false (for Readlink).
+func (h *Host) resolve(op, p string, followLast bool) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", h.pathErr(op, p, errors.New("path is not absolute"))
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", h.pathErr(op, p, errors.New("path contains a NUL byte"))
+	}
+	if strings.Contains(p, "/..") {
+		// A path with ".." is resolved step by step below; Clean would skip links.
+		return h.walk(op, p, "/", splitPath(p), followLast)
+	}
+	p = path.Clean(p)
+	start, rest := h.knownPrefix(p)
+	if !followLast && len(rest) == 0 {
+		// The whole path is a known directory; the caller wants its own entry.
+		start, rest = path.Dir(p), []string{path.Base(p)}
+		if p == "/" {
+			return "/", nil
+		}
+	}
+	return h.walk(op, p, start, rest, followLast)
+}
+
+// knownPrefix splits p into its longest prefix that is a known real directory and the rest.
+func (h *Host) knownPrefix(p string) (string, []string) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for d := p; ; d = path.Dir(d) {
+		if h.realDirs[d] {
+			return d, splitPath(strings.TrimPrefix(p, d))
+		}
+		if d == "/" {
+			return "/", splitPath(p)
+		}
+	}
+}
+
+func (h *Host) remember(dir string) {
+	h.mu.Lock()
+	h.realDirs[dir] = true
+	h.mu.Unlock()
+}
+
+func (h *Host) walk(op, orig, start string, queue []string, followLast bool) (string, error) {
+	cur := start
+	links := 0
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if cur == "/" {
+				return "", h.pathErr(op, orig, ErrEscapesRoot)
+			}
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		if len(queue) == 0 && !followLast {
+			return next, nil
+		}
+		e, err := h.fs.lstat(next)
+		if err != nil {
+			return "", h.pathErr(op, orig, err)
+		}
+		switch e.kind {
+		case kindLink:
+			links++
+			if links > maxLinks {
+				return "", h.pathErr(op, orig, errors.New("too many levels of symbolic links"))
+			}
+			if strings.HasPrefix(e.target, "/") {
+				cur = "/"
+			}
+			if e.target == "" {
+				return "", h.pathErr(op, orig, fmt.Errorf("empty symbolic link %s", next))
+			}
+			queue = append(splitPath(e.target), queue...)
+			// Report the link that escapes, not only the path asked for.
+			if escapes(cur, e.target) {
+				return "", h.pathErr(op, orig, fmt.Errorf("%w: %s -> %s", ErrEscapesRoot, next, e.target))
+			}
+		case kindDir:
+			cur = next
+			h.remember(cur)
+		default:
+			if len(queue) > 0 {
+				return "", h.pathErr(op, orig, fmt.Errorf("%s is not a directory", next))
+			}
+			cur = next
+		}
+	}
+	return cur, nil
+}
+
+// escapes reports whether a relative link target climbs above the root from dir.
+func escapes(dir, target string) bool {
+	if strings.HasPrefix(target, "/") {
+		return false
+	}
+	depth := len(splitPath(dir))
+	for _, c := range splitPath(target) {
+		switch c {
+		case "", ".":
+		case "..":
+			depth--
+			if depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
