@@ -1,0 +1,108 @@
+package cpuset
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    string
+		n       int
+		wantErr bool
+	}{
+		{"0-27,56-83", "0-27,56-83", 56, false},
+		{"0-63\n", "0-63", 64, false},
+		{"", "", 0, false},
+		{"5", "5", 1, false},
+		{"3,1,2", "1-3", 3, false},
+		{"0-3,2-5", "0-5", 6, false},
+		{"8-15,24-31", "8-15,24-31", 16, false},
+		{"1-", "", 0, true},
+		{"-1", "", 0, true},
+		{"a-b", "", 0, true},
+		{"3-1", "", 0, true},
+		{"0,,1", "", 0, true},
+		{"+1", "", 0, true},
+		{"0-4294967295", "", 0, true},
+		{"99999999999999999999", "", 0, true},
+	}
+	for _, c := range cases {
+		got, err := Parse(c.in)
+		if c.wantErr {
+			if err == nil {
+				t.Errorf("Parse(%q) = %v, want an error", c.in, got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.in, err)
+			continue
+		}
+		if got.String() != c.want || got.Len() != c.n {
+			t.Errorf("Parse(%q) = %q (%d CPUs), want %q (%d)", c.in, got, got.Len(), c.want, c.n)
+		}
+	}
+}
+
+func TestContainsAndCPUs(t *testing.T) {
+	s, err := Parse("1,63-65,128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1, 63, 64, 65, 128}; !reflect.DeepEqual(s.CPUs(), want) {
+		t.Errorf("CPUs = %v, want %v", s.CPUs(), want)
+	}
+	for c, want := range map[int]bool{0: false, 1: true, 64: true, 66: false, 128: true, 129: false, 100000: false, -1: false} {
+		if s.Contains(c) != want {
+			t.Errorf("Contains(%d) = %v", c, !want)
+		}
+	}
+	o, _ := Parse("128,1,63-65")
+	if !s.Equal(o) {
+		t.Error("Equal: same CPUs in another order differ")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"0-27,56-83", "", "0", "1-", "0-3,8-11\n", "65535", "0-65535"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := Parse(s)
+		if err != nil {
+			return
+		}
+		// Printing and parsing again must give the same set.
+		again, err := Parse(set.String())
+		if err != nil {
+			t.Fatalf("Parse(%q) ok, but its String %q does not parse: %v", s, set.String(), err)
+		}
+		if !again.Equal(set) || again.Len() != set.Len() {
+			t.Fatalf("round trip of %q changed the set", s)
+		}
+	})
+}
+
+func TestMask(t *testing.T) {
+	cases := []struct {
+		list  string
+		ncpus int
+		want  string
+	}{
+		{"0-27,56-83", 112, "00000000,000fffff,ff000000,0fffffff"},
+		{"0-7", 8, "000000ff"},
+		{"0-47,96-143", 192, "00000000,0000ffff,ffffffff,00000000,0000ffff,ffffffff"},
+		{"", 64, "00000000,00000000"},
+	}
+	for _, c := range cases {
+		s, err := Parse(c.list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Mask(c.ncpus); got != c.want {
+			t.Errorf("Mask(%q, %d) = %s, want %s", c.list, c.ncpus, got, c.want)
+		}
+	}
+}

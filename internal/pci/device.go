@@ -1,0 +1,71 @@
+package pci
+
+import (
+	"fmt"
+
+	"github.com/gpusplit/gpusplit/internal/cpuset"
+)
+
+// Device is one PCI function as sysfs shows it.
+type Device struct {
+	Address        Address
+	VendorID       uint16
+	DeviceID       uint16
+	SubVendorID    uint16
+	SubDeviceID    uint16
+	Class          uint32 // 24 bits: class, subclass, programming interface
+	Revision       uint8
+	Driver         string // "" when no driver is bound
+	DriverOverride string // "" when unset ("(null)" in sysfs)
+	IOMMUGroup     int    // -1 when the device has no IOMMU group
+	NUMANode       int    // -1 when unknown, as sysfs writes it
+	LocalCPUs      cpuset.Set
+	Link           Link
+	BARs           []BAR
+	// HostBridge is the root complex the device hangs off; Parents are the bridges
+	// between it and the device, from the root port down. A device on the root bus
+	// (QEMU i440fx, integrated devices) has no parents.
+	HostBridge HostBridge
+	Parents    []Address
+	// PhysFn is the physical function of an SR-IOV virtual function.
+	PhysFn *Address
+	// Path is the device's directory under /sys/devices, links resolved.
+	Path string
+
+	// Names from the pci.ids database; "" when unknown.
+	VendorName string
+	DeviceName string
+	ClassName  string
+}
+
+// IsBridge reports whether the device is a PCI-to-PCI bridge: a root port or a switch port.
+func (d *Device) IsBridge() bool { return d.Class>>8 == 0x0604 || d.Class>>8 == 0x0609 }
+
+// IsDisplay reports whether the device is a display controller (VGA, 3D, other).
+func (d *Device) IsDisplay() bool { return d.Class>>16 == 0x03 }
+
+// ID returns "vendor:device" as lspci -n prints it: "10de:2bb1".
+func (d *Device) ID() string { return fmt.Sprintf("%04x:%04x", d.VendorID, d.DeviceID) }
+
+// SubsystemID returns "subvendor:subdevice": "10de:204b".
+func (d *Device) SubsystemID() string { return fmt.Sprintf("%04x:%04x", d.SubVendorID, d.SubDeviceID) }
+
+// RootPort returns the first bridge below the host bridge, if any.
+func (d *Device) RootPort() (Address, bool) {
+	if len(d.Parents) == 0 {
+		return Address{}, false
+	}
+	return d.Parents[0], true
+}
+
+// Name returns the most specific name known: the device name, or the vendor and the
+// numeric id, or the numeric id alone.
+func (d *Device) Name() string {
+	switch {
+	case d.DeviceName != "":
+		return d.DeviceName
+	case d.VendorName != "":
+		return fmt.Sprintf("%s device %04x", d.VendorName, d.DeviceID)
+	}
+	return d.ID()
+}

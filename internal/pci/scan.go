@@ -1,0 +1,288 @@
+package pci
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/cpuset"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pciids"
+)
+
+// DevicesDir is where the kernel lists every PCI function.
+const DevicesDir = "/sys/bus/pci/devices"
+
+// Tree is every PCI function of a host, in address order.
+type Tree struct {
+	Devices []*Device
+	// Warnings name what could not be read and what was assumed instead.
+	Warnings []string
+	index    map[Address]*Device
+}
+
+// Lookup returns the device at a, or nil.
+func (t *Tree) Lookup(a Address) *Device { return t.index[a] }
+
+// Group returns the devices of IOMMU group g, in address order.
+func (t *Tree) Group(g int) []*Device {
+	if g < 0 {
+		return nil
+	}
+	var out []*Device
+	for _, d := range t.Devices {
+		if d.IOMMUGroup == g {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Slot returns the functions of the slot of a (same domain, bus and device), in order.
+func (t *Tree) Slot(a Address) []*Device {
+	var out []*Device
+	for f := range uint8(8) {
+		b := a
+		b.Function = f
+		if d := t.index[b]; d != nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Scan reads every PCI function under /sys/bus/pci/devices of h. Names are looked up in
+// names (which may be empty). Attributes that are missing or unreadable fall back to
+// "unknown" (NUMA node -1, no link, no BARs) with a warning when the file exists but holds
+// garbage; a device whose vendor, device or class cannot be read is left out with a warning.
+func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
+	entries, err := h.ReadDir(DevicesDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no PCI devices: %s is missing under root %s (is it a Linux machine's root or a gpusplit snapshot?)", DevicesDir, h.Root())
+		}
+		return nil, fmt.Errorf("listing PCI devices: %w", err)
+	}
+	t := &Tree{index: map[Address]*Device{}}
+	for _, name := range entries {
+		a, ok := isSysfsAddress(name)
+		if !ok {
+			t.warnf("%s/%s: not a PCI address; skipped", DevicesDir, name)
+			continue
+		}
+		d, err := readDevice(h, a, names, t)
+		if err != nil {
+			t.warnf("%s: %v; device skipped", a, err)
+			continue
+		}
+		t.Devices = append(t.Devices, d)
+		t.index[a] = d
+	}
+	slices.SortFunc(t.Devices, func(x, y *Device) int { return x.Address.Compare(y.Address) })
+	return t, nil
+}
+
+func (t *Tree) warnf(format string, args ...any) {
+	t.Warnings = append(t.Warnings, fmt.Sprintf(format, args...))
+}
+
+func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, error) {
+	link := DevicesDir + "/" + a.String()
+	real, err := h.Realpath(link)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{Address: a, Path: real, IOMMUGroup: -1, NUMANode: -1}
+	attr := func(name string) string { return real + "/" + name }
+
+	// Identity: without it the device means nothing.
+	vendor, err := readHex(h, attr("vendor"), 16)
+	if err != nil {
+		return nil, err
+	}
+	device, err := readHex(h, attr("device"), 16)
+	if err != nil {
+		return nil, err
+	}
+	class, err := readHex(h, attr("class"), 24)
+	if err != nil {
+		return nil, err
+	}
+	d.VendorID, d.DeviceID, d.Class = uint16(vendor), uint16(device), uint32(class)
+
+	warn := func(err error, assumed string) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.warnf("%s: %v; %s", a, err, assumed)
+		}
+	}
+	if v, err := readHex(h, attr("subsystem_vendor"), 16); err == nil {
+		d.SubVendorID = uint16(v)
+	} else {
+		warn(err, "subsystem vendor taken as 0000")
+	}
+	if v, err := readHex(h, attr("subsystem_device"), 16); err == nil {
+		d.SubDeviceID = uint16(v)
+	} else {
+		warn(err, "subsystem device taken as 0000")
+	}
+	if v, err := readHex(h, attr("revision"), 8); err == nil {
+		d.Revision = uint8(v)
+	} else {
+		warn(err, "revision taken as 00")
+	}
+
+	if d.Driver, err = h.LinkBase(attr("driver")); err != nil {
+		warn(err, "driver taken as none")
+	}
+	if s, err := h.ReadString(attr("driver_override")); err == nil && s != "(null)" {
+		d.DriverOverride = s
+	}
+	if g, err := h.LinkBase(attr("iommu_group")); err != nil {
+		warn(err, "no IOMMU group assumed")
+	} else if g != "" {
+		n, err := strconv.Atoi(g)
+		if err != nil || n < 0 {
+			warn(fmt.Errorf("iommu_group link points to %q, not a group number", g), "no IOMMU group assumed")
+		} else {
+			d.IOMMUGroup = n
+		}
+	}
+	if s, err := h.ReadString(attr("numa_node")); err == nil {
+		n, perr := strconv.Atoi(s)
+		if perr != nil || n < -1 {
+			warn(fmt.Errorf("numa_node holds %q, not a node number", s), "NUMA node taken as unknown")
+		} else {
+			d.NUMANode = n
+		}
+	} else {
+		warn(err, "NUMA node taken as unknown")
+	}
+	if s, err := h.ReadString(attr("local_cpulist")); err == nil {
+		set, perr := cpuset.Parse(s)
+		if perr != nil {
+			warn(fmt.Errorf("local_cpulist: %w", perr), "CPU affinity taken as unknown")
+		} else {
+			d.LocalCPUs = set
+		}
+	} else {
+		warn(err, "CPU affinity taken as unknown")
+	}
+	d.Link = readLink(h, real, func(err error) { warn(err, "link taken as unknown") })
+	if s, err := h.ReadString(attr("resource")); err == nil {
+		bars, perr := ParseResource(s)
+		d.BARs = bars
+		if perr != nil {
+			warn(perr, "BARs after that line unknown")
+		}
+	} else {
+		warn(err, "BARs unknown")
+	}
+	if pf, err := h.LinkBase(attr("physfn")); err == nil && pf != "" {
+		if pa, ok := isSysfsAddress(pf); ok {
+			d.PhysFn = &pa
+		}
+	}
+
+	hb, parents, err := parsePath(real, a)
+	if err != nil {
+		t.warnf("%s: %v; placed directly under host bridge %s", a, err, hb)
+	}
+	d.HostBridge, d.Parents = hb, parents
+
+	d.VendorName = names.Vendor(d.VendorID)
+	d.DeviceName = names.Device(d.VendorID, d.DeviceID)
+	d.ClassName = names.Subclass(d.Class)
+	return d, nil
+}
+
+// readHex reads a sysfs attribute of the form "0x10de" that must fit in bits bits.
+func readHex(h *host.Host, p string, bits int) (uint64, error) {
+	s, err := h.ReadString(p)
+	if err != nil {
+		return 0, err
+	}
+	digits, ok := strings.CutPrefix(s, "0x")
+	if !ok || digits == "" || len(digits) > bits/4 {
+		return 0, fmt.Errorf("%s holds %q, not a %d-bit 0x-prefixed hex value", path.Base(p), s, bits)
+	}
+	v, err := strconv.ParseUint(digits, 16, bits)
+	if err != nil {
+		return 0, fmt.Errorf("%s holds %q, not a %d-bit 0x-prefixed hex value", path.Base(p), s, bits)
+	}
+	return v, nil
+}
+
+// readLink reads the four link attributes. Conventional PCI devices have none, and a
+// link that is down reads "Unknown": both are "unknown" without a warning.
+func readLink(h *host.Host, dir string, warn func(error)) Link {
+	var l Link
+	speed := func(name string) (string, int) {
+		s, err := h.ReadString(dir + "/" + name)
+		if err != nil {
+			warn(err)
+			return "", 0
+		}
+		if strings.HasPrefix(s, "Unknown") || s == "" {
+			return "", 0
+		}
+		_, gen, err := ParseLinkSpeed(s)
+		if err != nil {
+			warn(fmt.Errorf("%s: %w", name, err))
+			return "", 0
+		}
+		return s, gen
+	}
+	width := func(name string) int {
+		s, err := h.ReadString(dir + "/" + name)
+		if err != nil {
+			warn(err)
+			return 0
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 32 {
+			warn(fmt.Errorf("%s holds %q, not a lane count", name, s))
+			return 0
+		}
+		return n
+	}
+	l.Speed, l.Gen = speed("current_link_speed")
+	l.MaxSpeed, l.MaxGen = speed("max_link_speed")
+	l.Width = width("current_link_width")
+	l.MaxWidth = width("max_link_width")
+	return l
+}
+
+// parsePath finds the host bridge and the parent bridges in a device's sysfs path:
+// /sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0 → pci0000:00, [0000:00:01.1].
+// The last "pciDDDD:BB" component counts, so devices behind an Intel VMD controller
+// or a Hyper-V VMBus hang off their own root.
+func parsePath(real string, a Address) (HostBridge, []Address, error) {
+	comps := strings.Split(strings.TrimPrefix(real, "/"), "/")
+	fallback := HostBridge{Domain: a.Domain, Bus: a.Bus}
+	if len(comps) == 0 || comps[len(comps)-1] != a.String() {
+		return fallback, nil, fmt.Errorf("sysfs path %s does not end in the device's address", real)
+	}
+	hbAt := -1
+	var hb HostBridge
+	for i, c := range comps {
+		if b, ok := parseHostBridge(c); ok {
+			hbAt, hb = i, b
+		}
+	}
+	if hbAt < 0 {
+		return fallback, nil, fmt.Errorf("sysfs path %s has no host bridge (pciDDDD:BB) component", real)
+	}
+	var parents []Address
+	for _, c := range comps[hbAt+1 : len(comps)-1] {
+		p, ok := isSysfsAddress(c)
+		if !ok {
+			return hb, nil, fmt.Errorf("sysfs path %s has %q between the host bridge and the device", real, c)
+		}
+		parents = append(parents, p)
+	}
+	return hb, parents, nil
+}

@@ -1,0 +1,45 @@
+// Package pciids reads the pci.ids database of PCI vendor, device,
+// subsystem and class names (the file pciutils ships as
+// /usr/share/misc/pci.ids) and looks names up in it.
+//
+// [Parse] reads one file into a [DB]. [Names] chains several databases so
+// that the first one that knows an id answers; [Default] puts the host's
+// own file (see [SystemPaths]) in front of a trimmed copy embedded in the
+// binary ([Embedded]). The host's file goes first because it is the one
+// the administrator keeps up to date; the embedded copy fills in what an
+// old distribution file lacks, such as the newest GPUs.
+//
+// # Format
+//
+// Lines starting with '#' are comments and blank lines are ignored.
+//
+//	vvvv  Vendor name
+//		dddd  Device name
+//			ssss ssss  Subsystem name (subvendor, subdevice)
+//	C cc  Class name
+//		ss  Subclass name
+//			pp  Prog-if name
+//
+// Ids are hexadecimal (either case), indentation is by tabs only, and an
+// id is followed by one or more spaces or tabs and a non-empty name.
+// Parsing is lenient: a line that does not fit is skipped, and so is
+// everything indented under it, so that a name is never filed under the
+// wrong parent. A CR before the line end is dropped. When an id occurs
+// twice under the same parent, the first name wins.
+//
+// # Embedded database
+//
+// The embedded file pci.ids beside this package is cut from the upstream
+// file of the PCI ID Project (https://pci-ids.ucw.cz/, distributed with
+// pciutils under GPL-2.0-or-later or BSD-3-Clause). It keeps NVIDIA
+// complete with subsystems; AMD (1002 and 1022) and Intel devices without
+// subsystems; ASPEED, Mellanox, Broadcom/LSI, PLX, Red Hat (QEMU and
+// virtio), Samsung, Micron, Broadcom, Amazon and Microsoft complete; and
+// the whole class list. Its header records the upstream version. To update
+// it, fetch the current pci.ids and run, from the module root:
+//
+//	go run ./internal/pciids/internal/trim -in /path/to/pci.ids -out internal/pciids/pci.ids -commit <pciids commit>
+//
+// The -commit flag is optional and only recorded in the header. The list of
+// kept vendors is a table in internal/trim/main.go.
+package pciids

@@ -1,0 +1,722 @@
+package pciids
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// sample covers every kind of line, well-formed and not. Lines marked BAD
+// must be skipped, and so must anything indented under them.
+const sample = "" +
+	"#\n" +
+	"#\tList of PCI IDs (test sample)\n" +
+	"#\n" +
+	"\n" +
+	"10de  NVIDIA Corporation\n" +
+	"\t2330  GH100 [H100 SXM5 80GB]\n" +
+	"\t\t10de 16c1  H100 SXM5 80GB\n" +
+	"# a comment between a device and its subsystems\n" +
+	"\t\t10de 16c2  Second subsystem\n" +
+	"   # an indented comment\n" +
+	"\t \n" + // blank but for whitespace
+	"\t2335  GH100 [H200 SXM 141GB]\r\n" + // CRLF
+	"\t\t10DE 18be  Upper-case subsystem\r\n" +
+	"\t233b  GH100 [H200 NVL]\n" +
+	"\t233B  Duplicate, upper case: first wins\n" +
+	"\t23zz  BAD hex\n" +
+	"\t\t10de 0001  BAD: under a skipped device\n" +
+	"\t2bb1\tGB202GL [RTX PRO 6000 Blackwell Workstation Edition]  \n" + // tab separator, trailing blanks
+	"\t2bb2\n" + // BAD: truncated, no name
+	"\t\t10de 0002  BAD: under a truncated device\n" +
+	"\t2bb3  \n" + // BAD: empty name
+	"\t2bb\n" + // BAD: truncated id
+	"\t2bb40  BAD: five digits\n" +
+	"\t2bb5  GB202GL [RTX PRO 6000 Blackwell Server Edition]\n" +
+	"\t\t10de 204e\n" + // BAD: truncated subsystem
+	"\t\t10de  BAD: subsystem without subdevice\n" +
+	"\t\t10de 20X0  BAD: subdevice hex\n" +
+	"\t\t10de 204f  Good subsystem\n" +
+	"\t\t\t1234  BAD: three tabs\n" +
+	"    2bb6  BAD: spaces instead of a tab\n" +
+	"\t2bb7  BAD: under a skipped top-level line\n" +
+	"1a03  ASPEED Technology, Inc.\n" +
+	"\t\t10de 204f  BAD: subsystem before any device of this vendor\n" +
+	"\t2000  ASPEED Graphics Family\n" +
+	"\t\t15d9 0832  X10SRL-F\n" +
+	"1a0  BAD: short vendor\n" +
+	"\t0001  BAD: under a short vendor\n" +
+	"1g03  BAD vendor hex\n" +
+	"1b36  Red Hat, Inc.\n" +
+	"\t0001  QEMU PCI-PCI bridge\n" +
+	"1b36  Duplicate vendor: first wins\n" +
+	"\t0002  QEMU PCI 16550A Adapter\n" +
+	"\n" +
+	"# List of known device classes, subclasses and programming interfaces\n" +
+	"C 03  Display controller\n" +
+	"\t00  VGA compatible controller\n" +
+	"\t\t00  VGA controller\n" +
+	"\t\t01  8514 controller\n" +
+	"\t02  3D controller\n" +
+	"\t0x  BAD subclass hex\n" +
+	"\t\t05  BAD: under a skipped subclass\n" +
+	"\t80  Display controller\n" +
+	"C 06  Bridge\n" +
+	"\t04  PCI bridge\r\n" +
+	"\t\t00  Normal decode\r\n" +
+	"\t\t01  Subtractive decode\r\n" +
+	"C 0  BAD: short class\n" +
+	"\t01  BAD: under a short class\n" +
+	"C 07\n" + // BAD: truncated class
+	"\t00  BAD: under a truncated class\n" +
+	"C 12  Processing accelerators\n" +
+	"\t\t00  BAD: prog-if before any subclass of this class\n" +
+	"C ff  Unassigned class" // no final newline
+
+func mustParse(t testing.TB, s string) *DB {
+	t.Helper()
+	db, err := Parse(strings.NewReader(s))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return db
+}
+
+func TestParseSample(t *testing.T) {
+	db := mustParse(t, sample)
+
+	vendors := []struct {
+		id   uint16
+		want string // "" for unknown
+	}{
+		{0x10de, "NVIDIA Corporation"},
+		{0x1a03, "ASPEED Technology, Inc."},
+		{0x1b36, "Red Hat, Inc."},
+		{0x01a0, ""},
+		{0x1a00, ""},
+		{0x1003, ""},
+		{0x0000, ""},
+	}
+	for _, tc := range vendors {
+		got, ok := db.Vendor(tc.id)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("Vendor(%04x) = %q, %v; want %q", tc.id, got, ok, tc.want)
+		}
+	}
+
+	devices := []struct {
+		vendor, device uint16
+		want           string
+	}{
+		{0x10de, 0x2330, "GH100 [H100 SXM5 80GB]"},
+		{0x10de, 0x2335, "GH100 [H200 SXM 141GB]"},
+		{0x10de, 0x233b, "GH100 [H200 NVL]"},
+		{0x10de, 0x2bb1, "GB202GL [RTX PRO 6000 Blackwell Workstation Edition]"},
+		{0x10de, 0x2bb5, "GB202GL [RTX PRO 6000 Blackwell Server Edition]"},
+		{0x10de, 0x2bb2, ""},
+		{0x10de, 0x2bb3, ""},
+		{0x10de, 0x02bb, ""},
+		{0x10de, 0x2bb4, ""},
+		{0x10de, 0xbb40, ""},
+		{0x10de, 0x2bb6, ""},
+		{0x10de, 0x2bb7, ""},
+		{0x1a03, 0x2000, "ASPEED Graphics Family"},
+		{0x1a03, 0x0001, ""},
+		{0x1b36, 0x0001, "QEMU PCI-PCI bridge"},
+		{0x1b36, 0x0002, "QEMU PCI 16550A Adapter"},
+		{0x1a03, 0x2330, ""}, // device of another vendor
+		{0x1234, 0x2330, ""},
+	}
+	for _, tc := range devices {
+		got, ok := db.Device(tc.vendor, tc.device)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("Device(%04x, %04x) = %q, %v; want %q", tc.vendor, tc.device, got, ok, tc.want)
+		}
+	}
+
+	subsystems := []struct {
+		vendor, device, subVendor, subDevice uint16
+		want                                 string
+	}{
+		{0x10de, 0x2330, 0x10de, 0x16c1, "H100 SXM5 80GB"},
+		{0x10de, 0x2330, 0x10de, 0x16c2, "Second subsystem"},
+		{0x10de, 0x2335, 0x10de, 0x18be, "Upper-case subsystem"},
+		{0x10de, 0x2bb5, 0x10de, 0x204f, "Good subsystem"},
+		{0x10de, 0x2bb5, 0x10de, 0x204e, ""},
+		{0x10de, 0x2bb5, 0x10de, 0x20f0, ""},
+		{0x10de, 0x23ff, 0x10de, 0x0001, ""},
+		{0x10de, 0x2bb2, 0x10de, 0x0002, ""},
+		{0x10de, 0x2bb1, 0x10de, 0x0002, ""}, // not re-parented to the previous good device
+		{0x1a03, 0x2000, 0x15d9, 0x0832, "X10SRL-F"},
+		{0x1a03, 0x2000, 0x0832, 0x15d9, ""},
+		{0x10de, 0x2335, 0x10de, 0x16c1, ""}, // subsystem of another device
+	}
+	for _, tc := range subsystems {
+		got, ok := db.Subsystem(tc.vendor, tc.device, tc.subVendor, tc.subDevice)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("Subsystem(%04x, %04x, %04x, %04x) = %q, %v; want %q",
+				tc.vendor, tc.device, tc.subVendor, tc.subDevice, got, ok, tc.want)
+		}
+	}
+
+	classes := []struct {
+		class   uint32
+		want    string // Class: most specific
+		wantSub string // Subclass: prog-if ignored
+	}{
+		{0x030000, "VGA controller", "VGA compatible controller"},
+		{0x030001, "8514 controller", "VGA compatible controller"},
+		{0x030002, "VGA compatible controller", "VGA compatible controller"}, // unknown prog-if
+		{0x030200, "3D controller", "3D controller"},
+		{0x030205, "3D controller", "3D controller"},
+		{0x038000, "Display controller", "Display controller"},
+		{0x030100, "Display controller", "Display controller"}, // unknown subclass: class name
+		{0x060400, "Normal decode", "PCI bridge"},
+		{0x060401, "Subtractive decode", "PCI bridge"},
+		{0x060000, "Bridge", "Bridge"},
+		{0x120000, "Processing accelerators", "Processing accelerators"},
+		{0xff0000, "Unassigned class", "Unassigned class"},
+		{0x070000, "", ""},
+		{0x000000, "", ""},
+		{0x01030000, "", ""}, // over 24 bits
+	}
+	for _, tc := range classes {
+		got, ok := db.Class(tc.class)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("Class(%06x) = %q, %v; want %q", tc.class, got, ok, tc.want)
+		}
+		got, ok = db.Subclass(tc.class)
+		if got != tc.wantSub || ok != (tc.wantSub != "") {
+			t.Errorf("Subclass(%06x) = %q, %v; want %q", tc.class, got, ok, tc.wantSub)
+		}
+	}
+
+	// Nothing that was marked BAD may have made it in.
+	for _, m := range []map[uint16]string{db.vendors, db.subclasses} {
+		for k, v := range m {
+			if strings.Contains(v, "BAD") {
+				t.Errorf("skipped line stored under %04x: %q", k, v)
+			}
+		}
+	}
+	for k, v := range db.devices {
+		if strings.Contains(v, "BAD") || strings.Contains(v, "Duplicate") {
+			t.Errorf("skipped line stored under %08x: %q", k, v)
+		}
+	}
+	for k, v := range db.subsystems {
+		if strings.Contains(v, "BAD") {
+			t.Errorf("skipped line stored under %016x: %q", k, v)
+		}
+	}
+	for k, v := range db.progIfs {
+		if strings.Contains(v, "BAD") {
+			t.Errorf("skipped line stored under %06x: %q", k, v)
+		}
+	}
+	if got, want := len(db.vendors), 3; got != want {
+		t.Errorf("%d vendors, want %d", got, want)
+	}
+	if got, want := len(db.devices), 8; got != want {
+		t.Errorf("%d devices, want %d", got, want)
+	}
+	if got, want := len(db.subsystems), 5; got != want {
+		t.Errorf("%d subsystems, want %d", got, want)
+	}
+	if got, want := len(db.classes), 4; got != want {
+		t.Errorf("%d classes, want %d", got, want)
+	}
+}
+
+// TestParseOdd feeds inputs that are not pci.ids at all, or are cut short.
+func TestParseOdd(t *testing.T) {
+	tests := []struct {
+		name, in    string
+		wantVendors int
+	}{
+		{"empty", "", 0},
+		{"newlines", "\n\n\r\n\r\r", 0},
+		{"tabs only", "\t\t\t\t\n\t", 0},
+		{"device before any vendor", "\t2330  Orphan\n\t\t10de 16c1  Orphan\n", 0},
+		{"prog-if before any class", "\t\t00  Orphan\n", 0},
+		{"binary", "\x00\xff\xfe\t\x00\n\t\t\x80\x80  \xff\n", 0},
+		{"vendor at end without newline", "10de  NVIDIA Corporation", 1},
+		{"vendor cut short", "10de", 0},
+		{"vendor cut after blank", "10de ", 0},
+		{"CR in mid-line ends it", "10de  NVIDIA\rCorporation\n", 1},
+		{"C alone", "C\nC \nC 0\nC 00\nC 00 \n", 0},
+		{"long line", strings.Repeat("a", 1<<20) + "\n10de  NVIDIA\n", 1},
+		{"invalid UTF-8 name", "10de  \xff\xfe\n", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db := mustParse(t, tc.in)
+			if got := len(db.vendors); got != tc.wantVendors {
+				t.Errorf("%d vendors, want %d", got, tc.wantVendors)
+			}
+			if len(db.devices)+len(db.subsystems)+len(db.subclasses)+len(db.progIfs) != 0 {
+				t.Errorf("unexpected entries: %+v", db)
+			}
+		})
+	}
+	if got, _ := mustParse(t, "10de  NVIDIA\rCorporation\n").Vendor(0x10de); got != "NVIDIA" {
+		t.Errorf("CR: vendor = %q, want %q", got, "NVIDIA")
+	}
+}
+
+func TestParseReadError(t *testing.T) {
+	boom := errors.New("boom")
+	if db, err := Parse(iotest.ErrReader(boom)); !errors.Is(err, boom) || db != nil {
+		t.Errorf("Parse(failing reader) = %v, %v; want nil, %v", db, err, boom)
+	}
+	// A reader that hands out one byte at a time still yields the same DB.
+	db, err := Parse(iotest.OneByteReader(strings.NewReader(sample)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Subsystem(0x1a03, 0x2000, 0x15d9, 0x0832); got != "X10SRL-F" {
+		t.Errorf("Subsystem = %q", got)
+	}
+}
+
+func TestNilAndZeroDB(t *testing.T) {
+	for _, db := range []*DB{nil, {}} {
+		if _, ok := db.Vendor(0x10de); ok {
+			t.Error("Vendor found")
+		}
+		if _, ok := db.Device(0x10de, 0x2330); ok {
+			t.Error("Device found")
+		}
+		if _, ok := db.Subsystem(0x10de, 0x2330, 0x10de, 0x16c1); ok {
+			t.Error("Subsystem found")
+		}
+		if _, ok := db.Class(0x030000); ok {
+			t.Error("Class found")
+		}
+		if _, ok := db.Subclass(0x030000); ok {
+			t.Error("Subclass found")
+		}
+	}
+}
+
+func TestNamesChain(t *testing.T) {
+	old := mustParse(t, ""+
+		"10de  Nvidia Corp (old)\n"+
+		"\t2330  H100 (old)\n"+
+		"\t\t10de 16c1  H100 SXM (old)\n"+
+		"C 03  Display controller (old)\n"+
+		"\t00  VGA compatible controller (old)\n"+
+		"C 12  Processing accelerators (old)\n")
+	fresh := mustParse(t, ""+
+		"10de  NVIDIA Corporation\n"+
+		"\t2330  GH100 [H100 SXM5 80GB]\n"+
+		"\t\t10de 16c1  H100 SXM5 80GB\n"+
+		"\t\t10de 16c2  Second\n"+
+		"\t2bb5  GB202GL [RTX PRO 6000 Blackwell Server Edition]\n"+
+		"1a03  ASPEED Technology, Inc.\n"+
+		"C 03  Display controller\n"+
+		"\t00  VGA compatible controller\n"+
+		"\t\t00  VGA controller\n"+
+		"\t02  3D controller\n"+
+		"C 12  Processing accelerators\n"+
+		"\t01  SDXI controller\n")
+
+	tests := []struct {
+		name  string
+		names Names
+		look  func(Names) string
+		want  string
+	}{
+		{"first wins: vendor", Names{old, fresh}, func(n Names) string { return n.Vendor(0x10de) }, "Nvidia Corp (old)"},
+		{"first wins: vendor, swapped", Names{fresh, old}, func(n Names) string { return n.Vendor(0x10de) }, "NVIDIA Corporation"},
+		{"first wins: device", Names{old, fresh}, func(n Names) string { return n.Device(0x10de, 0x2330) }, "H100 (old)"},
+		{"first wins: subsystem", Names{old, fresh}, func(n Names) string { return n.Subsystem(0x10de, 0x2330, 0x10de, 0x16c1) }, "H100 SXM (old)"},
+		{"fallback: vendor", Names{old, fresh}, func(n Names) string { return n.Vendor(0x1a03) }, "ASPEED Technology, Inc."},
+		{"fallback: device", Names{old, fresh}, func(n Names) string { return n.Device(0x10de, 0x2bb5) }, "GB202GL [RTX PRO 6000 Blackwell Server Edition]"},
+		{"fallback: subsystem", Names{old, fresh}, func(n Names) string { return n.Subsystem(0x10de, 0x2330, 0x10de, 0x16c2) }, "Second"},
+		{"fallback: class", Names{old, fresh}, func(n Names) string { return n.Class(0x030200) }, "3D controller"},
+		// The most specific level wins, wherever in the chain it is.
+		{"class: prog-if from fallback", Names{old, fresh}, func(n Names) string { return n.Class(0x030000) }, "VGA controller"},
+		{"class: subclass from fallback", Names{old, fresh}, func(n Names) string { return n.Class(0x120100) }, "SDXI controller"},
+		{"first wins: class level", Names{old, fresh}, func(n Names) string { return n.Class(0x120000) }, "Processing accelerators (old)"},
+		{"first wins: subclass level", Names{old, fresh}, func(n Names) string { return n.Subclass(0x030000) }, "VGA compatible controller (old)"},
+		{"first wins: class, unknown subclass", Names{old, fresh}, func(n Names) string { return n.Class(0x038000) }, "Display controller (old)"},
+		{"most specific from fresh", Names{fresh, old}, func(n Names) string { return n.Class(0x030000) }, "VGA controller"},
+		{"subclass", Names{fresh, old}, func(n Names) string { return n.Subclass(0x030000) }, "VGA compatible controller"},
+		{"fallback: subclass", Names{old, fresh}, func(n Names) string { return n.Subclass(0x030200) }, "3D controller"},
+		{"nil skipped", Names{nil, fresh, nil}, func(n Names) string { return n.Vendor(0x10de) }, "NVIDIA Corporation"},
+		{"nil skipped: fallback", Names{old, nil, fresh}, func(n Names) string { return n.Device(0x10de, 0x2bb5) }, "GB202GL [RTX PRO 6000 Blackwell Server Edition]"},
+		{"unknown", Names{old, fresh}, func(n Names) string { return n.Device(0x10de, 0xffff) }, ""},
+		{"unknown subsystem", Names{old, fresh}, func(n Names) string { return n.Subsystem(0x10de, 0x2bb5, 0x10de, 0x16c1) }, ""},
+		{"unknown class", Names{old, fresh}, func(n Names) string { return n.Class(0x070000) }, ""},
+		{"all nil", Names{nil, nil}, func(n Names) string { return n.Vendor(0x10de) }, ""},
+		{"empty chain", Names{}, func(n Names) string { return n.Class(0x030000) }, ""},
+		{"nil chain", nil, func(n Names) string { return n.Subsystem(0x10de, 0x2330, 0x10de, 0x16c1) }, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.look(tc.names); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEmbedded(t *testing.T) {
+	db := Embedded()
+	if db != Embedded() {
+		t.Error("Embedded returns a different DB on the second call")
+	}
+
+	devices := []struct {
+		vendor, device uint16
+		want           string
+	}{
+		{0x10de, 0x2bb1, "GB202GL [RTX PRO 6000 Blackwell Workstation Edition]"},
+		{0x10de, 0x2bb5, "GB202GL [RTX PRO 6000 Blackwell Server Edition]"},
+		{0x10de, 0x2330, "GH100 [H100 SXM5 80GB]"},
+		{0x10de, 0x2335, "GH100 [H200 SXM 141GB]"},
+		{0x10de, 0x233b, "GH100 [H200 NVL]"},
+		{0x10de, 0x26b9, "AD102GL [L40S]"},
+		{0x10de, 0x2b85, "GB202 [GeForce RTX 5090]"},
+		{0x10de, 0x22e8, "GB202 High Definition Audio Controller"},
+	}
+	for _, tc := range devices {
+		if got, ok := db.Device(tc.vendor, tc.device); got != tc.want || !ok {
+			t.Errorf("Device(%04x, %04x) = %q, %v; want %q", tc.vendor, tc.device, got, ok, tc.want)
+		}
+	}
+
+	if got, ok := db.Vendor(0x1a03); got != "ASPEED Technology, Inc." || !ok {
+		t.Errorf("Vendor(1a03) = %q, %v", got, ok)
+	}
+
+	classes := []struct {
+		class         uint32
+		want, wantSub string
+	}{
+		{0x030000, "VGA controller", "VGA compatible controller"},
+		{0x030200, "3D controller", "3D controller"},
+		// Audio device has prog-ifs upstream: 00 is "HDA compatible".
+		{0x040300, "HDA compatible", "Audio device"},
+		{0x040380, "HDA compatible with vendor specific extensions", "Audio device"},
+		{0x060400, "Normal decode", "PCI bridge"},
+		{0x020000, "Ethernet controller", "Ethernet controller"},
+		{0x010802, "NVM Express", "Non-Volatile memory controller"},
+		{0x120000, "Processing accelerators", "Processing accelerators"},
+	}
+	for _, tc := range classes {
+		if got, ok := db.Class(tc.class); got != tc.want || !ok {
+			t.Errorf("Class(%06x) = %q, %v; want %q", tc.class, got, ok, tc.want)
+		}
+		if got, ok := db.Subclass(tc.class); got != tc.wantSub || !ok {
+			t.Errorf("Subclass(%06x) = %q, %v; want %q", tc.class, got, ok, tc.wantSub)
+		}
+	}
+
+	// The trimming keeps exactly the listed vendors, with or without
+	// subsystem lines as documented.
+	kept := map[uint16]bool{ // vendor -> subsystems kept
+		0x10de: true, 0x1002: false, 0x1022: false, 0x8086: false,
+		0x1a03: true, 0x15b3: true, 0x1000: true, 0x10b5: true, 0x1b36: true,
+		0x1af4: true, 0x144d: true, 0x1344: true, 0x14e4: true, 0x1d0f: true, 0x1414: true,
+	}
+	for v := range db.vendors {
+		if _, ok := kept[v]; !ok {
+			t.Errorf("vendor %04x should have been trimmed", v)
+		}
+	}
+	withSubs := map[uint16]int{}
+	withDevices := map[uint16]int{}
+	for k := range db.subsystems {
+		withSubs[uint16(k>>48)]++
+	}
+	for k := range db.devices {
+		withDevices[uint16(k>>16)]++
+	}
+	for v, subs := range kept {
+		if _, ok := db.Vendor(v); !ok {
+			t.Errorf("vendor %04x missing", v)
+		}
+		if withDevices[v] == 0 {
+			t.Errorf("vendor %04x has no devices", v)
+		}
+		if !subs && withSubs[v] != 0 {
+			t.Errorf("vendor %04x has %d subsystems, want none", v, withSubs[v])
+		}
+	}
+	if withSubs[0x10de] < 1000 {
+		t.Errorf("NVIDIA has %d subsystems; expected the complete list", withSubs[0x10de])
+	}
+	if len(db.classes) < 20 || len(db.subclasses) < 100 || len(db.progIfs) < 50 {
+		t.Errorf("class list incomplete: %d classes, %d subclasses, %d prog-ifs",
+			len(db.classes), len(db.subclasses), len(db.progIfs))
+	}
+}
+
+func TestEmbeddedHeader(t *testing.T) {
+	var header []string
+	for _, l := range strings.Split(embedded, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			break
+		}
+		header = append(header, l)
+	}
+	h := strings.Join(header, "\n")
+	for _, want := range []string{
+		"GNU General Public License",
+		"(version 2 or higher) or the 3-clause BSD License",
+		"Version:",
+		"go run ./internal/pciids/internal/trim",
+		"10de  NVIDIA Corporation",
+		"1414  Microsoft Corporation",
+	} {
+		if !strings.Contains(h, want) {
+			t.Errorf("header of the embedded pci.ids lacks %q", want)
+		}
+	}
+	if n := len(embedded); n > 640<<10 {
+		t.Errorf("embedded pci.ids is %d bytes; trim it", n)
+	}
+}
+
+// TestUpstream checks the parser against a complete upstream pci.ids and
+// that the embedded copy agrees with it. Point PCIIDS_UPSTREAM at the file
+// to run it.
+func TestUpstream(t *testing.T) {
+	path := os.Getenv("PCIIDS_UPSTREAM")
+	if path == "" {
+		t.Skip("PCIIDS_UPSTREAM not set")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := mustParse(t, string(data))
+
+	// Count the entry lines independently of the parser.
+	var nVendors, nDevices, nSubs, nClasses, nSubclasses, nProgIfs int
+	class := false
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case l == "" || l[0] == '#':
+		case strings.HasPrefix(l, "C "):
+			class = true
+			nClasses++
+		case l[0] != '\t':
+			class = false
+			nVendors++
+		case strings.HasPrefix(l, "\t\t") && class:
+			nProgIfs++
+		case strings.HasPrefix(l, "\t\t"):
+			nSubs++
+		case class:
+			nSubclasses++
+		default:
+			nDevices++
+		}
+	}
+	counts := []struct {
+		name      string
+		got, want int
+	}{
+		{"vendors", len(up.vendors), nVendors},
+		{"devices", len(up.devices), nDevices},
+		{"subsystems", len(up.subsystems), nSubs},
+		{"classes", len(up.classes), nClasses},
+		{"subclasses", len(up.subclasses), nSubclasses},
+		{"prog-ifs", len(up.progIfs), nProgIfs},
+	}
+	for _, c := range counts {
+		if c.got != c.want {
+			t.Errorf("%s: parsed %d, file has %d lines", c.name, c.got, c.want)
+		}
+	}
+
+	emb := Embedded()
+	for k, v := range emb.vendors {
+		if u := up.vendors[k]; u != v {
+			t.Errorf("vendor %04x: embedded %q, upstream %q", k, v, u)
+		}
+	}
+	for k, v := range emb.devices {
+		if u := up.devices[k]; u != v {
+			t.Errorf("device %08x: embedded %q, upstream %q", k, v, u)
+		}
+	}
+	for k, v := range emb.subsystems {
+		if u := up.subsystems[k]; u != v {
+			t.Errorf("subsystem %016x: embedded %q, upstream %q", k, v, u)
+		}
+	}
+	// Every device of a kept vendor, and every subsystem of NVIDIA, is kept.
+	for k, v := range up.devices {
+		if _, ok := emb.vendors[uint16(k>>16)]; ok && emb.devices[k] != v {
+			t.Errorf("device %08x %q missing from the embedded copy", k, v)
+		}
+	}
+	for k, v := range up.subsystems {
+		if uint16(k>>48) == 0x10de && emb.subsystems[k] != v {
+			t.Errorf("subsystem %016x %q missing from the embedded copy", k, v)
+		}
+	}
+	if len(emb.classes) != len(up.classes) || len(emb.subclasses) != len(up.subclasses) || len(emb.progIfs) != len(up.progIfs) {
+		t.Error("embedded class list differs from upstream")
+	}
+}
+
+func TestSystemPaths(t *testing.T) {
+	want := []string{"/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids", "/usr/share/pci.ids"}
+	got := SystemPaths()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("SystemPaths() = %q, want %q", got, want)
+	}
+	got[0] = "changed"
+	if SystemPaths()[0] != want[0] {
+		t.Error("SystemPaths shares its slice with callers")
+	}
+}
+
+func TestLoadFirst(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.ids")
+	b := filepath.Join(dir, "b.ids")
+	missing := filepath.Join(dir, "missing.ids")
+	if err := os.WriteFile(a, []byte("10de  From A\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("10de  From B\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name     string
+		paths    []string
+		wantPath string
+		wantName string
+		wantErr  bool
+	}{
+		{"none", []string{missing}, "", "", false},
+		{"empty list", nil, "", "", false},
+		{"first existing", []string{missing, a, b}, a, "From A", false},
+		{"order", []string{b, a}, b, "From B", false},
+		{"directory is an error", []string{missing, dir, a}, dir, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db, path, err := loadFirst(tc.paths)
+			if (err != nil) != tc.wantErr || path != tc.wantPath {
+				t.Fatalf("loadFirst = %v, %q, %v; want path %q, error %v", db, path, err, tc.wantPath, tc.wantErr)
+			}
+			if tc.wantErr || tc.wantPath == "" {
+				if db != nil {
+					t.Errorf("db = %v, want nil", db)
+				}
+				return
+			}
+			if got, _ := db.Vendor(0x10de); got != tc.wantName {
+				t.Errorf("vendor = %q, want %q", got, tc.wantName)
+			}
+		})
+	}
+}
+
+func TestLoadSystemAndDefault(t *testing.T) {
+	db, path, err := LoadSystem()
+	if err != nil {
+		t.Logf("LoadSystem: %v (path %q)", err, path)
+	}
+	n := Default()
+	if len(n) == 0 || n[len(n)-1] != Embedded() {
+		t.Fatalf("Default() does not end with Embedded(): %v", n)
+	}
+	switch {
+	case path == "":
+		if db != nil || len(n) != 1 {
+			t.Errorf("no system file, yet db = %v, Default has %d entries", db, len(n))
+		}
+	case err == nil:
+		if db == nil || len(n) != 2 {
+			t.Errorf("system file %s: db = %v, Default has %d entries", path, db, len(n))
+		}
+		if !strings.Contains(strings.Join(SystemPaths(), "\n"), path) {
+			t.Errorf("LoadSystem path %q not in SystemPaths", path)
+		}
+	}
+	if got := n.Device(0x10de, 0x2bb5); got == "" {
+		t.Error("Default() does not know 10de:2bb5")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(sample)
+	for _, s := range strings.SplitAfter(sample, "C 06") {
+		f.Add(s)
+	}
+	head := embedded[:4096]
+	f.Add(head)
+	if i := strings.Index(embedded, "\nC 00"); i >= 0 {
+		f.Add(embedded[i+1 : min(len(embedded), i+1+4096)])
+	}
+	if i := strings.Index(embedded, "\n10de"); i >= 0 {
+		f.Add(embedded[i+1 : min(len(embedded), i+1+4096)])
+	}
+	f.Add("")
+	f.Add("\t\t\n\r\x00")
+	f.Fuzz(func(t *testing.T, in string) {
+		db, err := Parse(strings.NewReader(in))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		// Look up every id the DB knows, and a few it should not.
+		for k, v := range db.vendors {
+			if got, ok := db.Vendor(k); !ok || got != v || v == "" {
+				t.Fatalf("Vendor(%04x) = %q, %v; stored %q", k, got, ok, v)
+			}
+		}
+		for k, v := range db.devices {
+			if got, ok := db.Device(uint16(k>>16), uint16(k)); !ok || got != v || v == "" {
+				t.Fatalf("Device(%08x) = %q, %v; stored %q", k, got, ok, v)
+			}
+			if _, ok := db.vendors[uint16(k>>16)]; !ok {
+				t.Fatalf("device %08x without its vendor", k)
+			}
+		}
+		for k, v := range db.subsystems {
+			if got, ok := db.Subsystem(uint16(k>>48), uint16(k>>32), uint16(k>>16), uint16(k)); !ok || got != v || v == "" {
+				t.Fatalf("Subsystem(%016x) = %q, %v; stored %q", k, got, ok, v)
+			}
+			if _, ok := db.devices[uint32(k>>32)]; !ok {
+				t.Fatalf("subsystem %016x without its device", k)
+			}
+		}
+		for k := range db.progIfs {
+			if name, ok := db.Class(k); !ok || name == "" {
+				t.Fatalf("Class(%06x) = %q, %v", k, name, ok)
+			}
+		}
+		for _, c := range []uint32{0, 0x030000, 0x060400, 0xffffff, 0x1000000, 0xffffffff} {
+			db.Class(c)
+			db.Subclass(c)
+		}
+		n := Names{nil, db, Embedded()}
+		n.Vendor(0x10de)
+		n.Device(0x10de, 0x2bb5)
+		n.Subsystem(0x10de, 0x2330, 0x10de, 0x16c1)
+		n.Class(0x030000)
+		n.Subclass(0x030000)
+	})
+}
+
+func BenchmarkParseEmbedded(b *testing.B) {
+	b.SetBytes(int64(len(embedded)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(strings.NewReader(embedded)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
