@@ -1,0 +1,380 @@
+package samplehost
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/fakehost"
+)
+
+// The sample host kpro6: a Proxmox VE 9 cluster node with two AMD EPYC 9005 (Turin)
+// sockets of 64 cores each and 8 × NVIDIA RTX PRO 6000 Blackwell Workstation Edition,
+// each GPU behind its own root port on its own root complex: 01, 11, 61, 71 on NUMA 0
+// and 81, 91, e1, f1 on NUMA 1. All eight are on the nvidia driver and passed to LXC
+// container 129 (the state before a split); VM 131 would use four of them through the
+// mapping pro6000 and is stopped.
+
+const (
+	nvidia = 0x10de
+	amd    = 0x1022
+	// RTX PRO 6000 Blackwell Workstation Edition and its HDMI audio function, with the
+	// subsystem ids the board reports.
+	rtxPro6000  = 0x2bb1
+	rtxSub      = 0x204b
+	gb202Audio  = 0x22e8
+	turinRC     = 0x153a
+	turinIOMMU  = 0x153b
+	turinRCEC   = 0x153c
+	turinDummy  = 0x153d
+	turinGPP    = 0x153e
+	turinIntGPP = 0x1555
+	gen5        = "32.0 GT/s PCIe"
+	gen4        = "16.0 GT/s PCIe"
+	gen3        = "8.0 GT/s PCIe"
+	gen2        = "5.0 GT/s PCIe"
+)
+
+// gpuGroups are the IOMMU groups of the eight GPUs, in address order.
+var gpuGroups = map[uint8]int{0x01: 10, 0x11: 28, 0x61: 42, 0x71: 61, 0x81: 72, 0x91: 90, 0xe1: 101, 0xf1: 117}
+
+// groups hands out IOMMU group numbers in order, skipping the GPUs' groups.
+type groups struct{ n int }
+
+func (g *groups) next() int {
+	for {
+		g.n++
+		taken := false
+		for _, v := range gpuGroups {
+			taken = taken || v == g.n
+		}
+		if !taken {
+			return g.n
+		}
+	}
+}
+
+func kpro6() fakehost.Machine {
+	g := &groups{n: -1}
+	var bridges []fakehost.HostBridge
+	for i, rc := range []uint8{0x00, 0x10, 0x60, 0x70, 0x80, 0x90, 0xe0, 0xf0} {
+		numa := 0
+		if rc >= 0x80 {
+			numa = 1
+		}
+		devs := []fakehost.Device{
+			{Slot: 0, Func: 0, Vendor: amd, Device: turinRC, SubVendor: amd, SubDevice: turinRC, Class: 0x060000, Group: g.next()},
+			{Slot: 0, Func: 2, Vendor: amd, Device: turinIOMMU, SubVendor: amd, SubDevice: turinIOMMU, Class: 0x080600, Group: fakehost.NoGroup},
+			{Slot: 0, Func: 3, Vendor: amd, Device: turinRCEC, SubVendor: amd, SubDevice: turinRCEC, Class: 0x080700, Driver: "pcieport", Group: g.next()},
+			{Slot: 1, Func: 0, Vendor: amd, Device: turinDummy, Class: 0x060000, Group: g.next()},
+		}
+		port := g.next()
+		bus := rc + 1
+		devs = append(devs, fakehost.Device{
+			Slot: 1, Func: 1, Vendor: amd, Device: turinGPP, SubVendor: amd, SubDevice: turinGPP,
+			Class: 0x060400, Driver: "pcieport", Group: port, Speed: gen5, Width: 16, Secondary: bus,
+			Children: gpu(i, bus),
+		})
+		devs = append(devs, extras(rc, g)...)
+		bridges = append(bridges, fakehost.HostBridge{Domain: 0, Bus: rc, NUMA: numa, Devices: devs})
+	}
+	m := fakehost.Machine{
+		Nodes:         []fakehost.Node{{ID: 0, CPUs: "0-63,128-191"}, {ID: 1, CPUs: "64-127,192-255"}},
+		IOMMU:         true,
+		Bridges:       bridges,
+		Drivers:       []string{"vfio-pci"},
+		NvidiaVersion: "580.95.05",
+		Processes:     processes(),
+		Files:         files(),
+		Links: map[string]string{
+			"etc/pve/local":       "nodes/kpro6",
+			"etc/pve/lxc":         "nodes/kpro6/lxc",
+			"etc/pve/qemu-server": "nodes/kpro6/qemu-server",
+			"etc/pve/openvz":      "nodes/kpro6/openvz",
+		},
+	}
+	return m
+}
+
+// gpu is the GPU and its audio function in the slot below root port i.
+func gpu(i int, bus uint8) []fakehost.Device {
+	base32 := uint64(0xf0000000) - uint64(i)*0x08000000
+	base64 := uint64(0x20000000000) + uint64(i)*0x4000000000
+	grp := gpuGroups[bus]
+	return []fakehost.Device{
+		{
+			Slot: 0, Func: 0, Vendor: nvidia, Device: rtxPro6000, SubVendor: nvidia, SubDevice: rtxSub,
+			Class: 0x030000, Rev: 0xa1, Driver: "nvidia", Group: grp, Speed: gen5, Width: 16,
+			Model: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+			BARs: []fakehost.BAR{
+				{Index: 0, Start: base32, Size: 64 << 20, Flags: fakehost.Mem32},
+				{Index: 1, Start: base64, Size: 128 << 30, Flags: fakehost.Mem64Pref},
+				{Index: 3, Start: base64 + 128<<30, Size: 32 << 20, Flags: fakehost.Mem64Pref},
+				{Index: 5, Start: 0x1000 + uint64(i)*0x1000, Size: 0x80, Flags: fakehost.IOPort},
+				{Index: 6, Start: base32 + 64<<20, Size: 512 << 10, Flags: fakehost.ROM},
+			},
+		},
+		{
+			Slot: 0, Func: 1, Vendor: nvidia, Device: gb202Audio, SubVendor: nvidia, SubDevice: 0x0000,
+			Class: 0x040300, Rev: 0xa1, Driver: "snd_hda_intel", Group: grp, Speed: gen5, Width: 16,
+			BARs: []fakehost.BAR{{Index: 0, Start: base32 + 64<<20 + 512<<10, Size: 16 << 10, Flags: fakehost.Mem32}},
+		},
+	}
+}
+
+// extras are the other devices of a root complex: NICs, NVMe, the BMC, USB and SATA.
+func extras(rc uint8, g *groups) []fakehost.Device {
+	port := func(slot uint8, bus uint8, speed string, width int, children ...fakehost.Device) fakehost.Device {
+		return fakehost.Device{
+			Slot: slot, Func: 1, Vendor: amd, Device: turinGPP, SubVendor: amd, SubDevice: turinGPP,
+			Class: 0x060400, Driver: "pcieport", Group: g.next(), Speed: speed, Width: width,
+			Secondary: bus, Children: children,
+		}
+	}
+	nvme := func(bus uint8) fakehost.Device {
+		return fakehost.Device{
+			Vendor: 0x144d, Device: 0xa80a, SubVendor: 0x144d, SubDevice: 0xaa0a, Class: 0x010802,
+			Driver: "nvme", Group: g.next(), Speed: gen4, Width: 4,
+			BARs: []fakehost.BAR{{Index: 0, Start: 0xc0000000 + uint64(bus)<<20, Size: 32 << 10, Flags: fakehost.Mem64}},
+		}
+	}
+	switch rc {
+	case 0x00: // the board's 10GBASE-T ports
+		grp := g.next()
+		nic := func(fn uint8) fakehost.Device {
+			return fakehost.Device{
+				Func: fn, Vendor: 0x8086, Device: 0x15ff, SubVendor: 0x15d9, SubDevice: 0x1c6c, Class: 0x020000,
+				Rev: 0x02, Driver: "i40e", Group: grp, Speed: gen3, Width: 8,
+				BARs: []fakehost.BAR{{Index: 0, Start: 0x18000000000 + uint64(fn)<<24, Size: 16 << 20, Flags: fakehost.Mem64Pref}},
+			}
+		}
+		return []fakehost.Device{port(3, 0x02, gen3, 8, nic(0), nic(1))}
+	case 0x10, 0x90:
+		return []fakehost.Device{port(3, rc+2, gen4, 4, nvme(rc+2))}
+	case 0x60: // the BMC's VGA behind its PCIe-to-PCI bridge, then USB and SATA
+		bmcGroup := g.next()
+		bmc := fakehost.Device{
+			Vendor: 0x1a03, Device: 0x1150, SubVendor: 0x1a03, SubDevice: 0x1150, Class: 0x060400, Rev: 0x06,
+			Group: bmcGroup, Speed: gen2, Width: 1, Secondary: 0x63,
+			Children: []fakehost.Device{{
+				Vendor: 0x1a03, Device: 0x2000, SubVendor: 0x15d9, SubDevice: 0x1d50, Class: 0x030000, Rev: 0x52,
+				Driver: "ast", Group: bmcGroup,
+				BARs: []fakehost.BAR{
+					{Index: 0, Start: 0xc8000000, Size: 64 << 20, Flags: fakehost.Mem32},
+					{Index: 1, Start: 0xcc000000, Size: 256 << 10, Flags: fakehost.Mem32},
+					{Index: 2, Start: 0x3000, Size: 0x80, Flags: fakehost.IOPort},
+				},
+			}},
+		}
+		internal := fakehost.Device{
+			Slot: 7, Func: 1, Vendor: amd, Device: turinIntGPP, SubVendor: amd, SubDevice: turinIntGPP,
+			Class: 0x060400, Driver: "pcieport", Group: g.next(), Speed: gen4, Width: 16, Secondary: 0x64,
+			Children: []fakehost.Device{
+				{Func: 0, Vendor: amd, Device: 0x1556, SubVendor: amd, SubDevice: 0x1556, Class: 0x130000, Group: g.next(), Speed: gen4, Width: 16},
+				{Func: 1, Vendor: amd, Device: 0x156e, SubVendor: amd, SubDevice: 0x156e, Class: 0x108000, Driver: "ccp", Group: g.next(), Speed: gen4, Width: 16},
+				{Func: 3, Vendor: amd, Device: 0x1557, SubVendor: 0x15d9, SubDevice: 0x1c6c, Class: 0x0c0330, Driver: "xhci_hcd", Group: g.next(), Speed: gen4, Width: 16},
+			},
+		}
+		sata := fakehost.Device{
+			Slot: 7, Func: 2, Vendor: amd, Device: turinIntGPP, SubVendor: amd, SubDevice: turinIntGPP,
+			Class: 0x060400, Driver: "pcieport", Group: g.next(), Speed: gen4, Width: 16, Secondary: 0x65,
+			Children: []fakehost.Device{{Vendor: amd, Device: 0x7901, SubVendor: 0x15d9, SubDevice: 0x1c6c, Class: 0x010601, Rev: 0x93, Driver: "ahci", Group: g.next(), Speed: gen4, Width: 16}},
+		}
+		return []fakehost.Device{port(5, 0x62, gen2, 1, bmc), internal, sata}
+	case 0x80: // the ConnectX-7 for the cluster network
+		grp := g.next()
+		cx7 := func(fn uint8) fakehost.Device {
+			return fakehost.Device{
+				Func: fn, Vendor: 0x15b3, Device: 0x1021, SubVendor: 0x15b3, SubDevice: 0x0041, Class: 0x020000,
+				Driver: "mlx5_core", Group: grp, Speed: gen5, Width: 16, RDMA: fmt.Sprintf("mlx5_%d", fn),
+				BARs: []fakehost.BAR{{Index: 0, Start: 0x38000000000 + uint64(fn)<<26, Size: 64 << 20, Flags: fakehost.Mem64Pref}},
+			}
+		}
+		return []fakehost.Device{port(3, 0x82, gen5, 16, cx7(0), cx7(1))}
+	}
+	return nil
+}
+
+func processes() []fakehost.Process {
+	gpus := func(extra ...string) []string {
+		var out []string
+		out = append(out, extra...)
+		for i := range 8 {
+			out = append(out, fmt.Sprintf("/dev/nvidia%d", i))
+		}
+		return out
+	}
+	return []fakehost.Process{
+		{
+			PID: 2211, Comm: "nvidia-persiste", Cgroup: "/system.slice/nvidia-persistenced.service",
+			Cmdline: []string{"/usr/bin/nvidia-persistenced", "--user", "nvidia-persistenced"},
+			Files:   gpus("/dev/nvidiactl"),
+		},
+		{
+			PID: 48213, Comm: "python3", Cgroup: "/lxc/129/ns/system.slice/vllm.service",
+			Cmdline: []string{"/opt/vllm/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/Qwen3-235B-A22B-FP8", "--tensor-parallel-size", "8"},
+			Files:   gpus("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"),
+		},
+		{
+			PID: 3982, Comm: "pvedaemon", Cgroup: "/system.slice/pvedaemon.service",
+			Cmdline: []string{"pvedaemon"},
+		},
+	}
+}
+
+func files() map[string]string {
+	var pciCfg strings.Builder
+	pciCfg.WriteString("a6000-ws\n")
+	pciCfg.WriteString("\tmap id=10de:2230,iommugroup=24,node=kpro5,path=0000:41:00.0,subsystem-id=10de:1459\n")
+	pciCfg.WriteString("\tmap id=10de:2230,iommugroup=38,node=kpro5,path=0000:c1:00.0,subsystem-id=10de:1459\n")
+	pciCfg.WriteString("\tdescription RTX A6000 pair on kpro5\n\n")
+	pciCfg.WriteString("pro6000\n")
+	for _, bus := range []uint8{0x01, 0x11, 0x61, 0x71, 0x81, 0x91, 0xe1, 0xf1} {
+		fmt.Fprintf(&pciCfg, "\tmap id=10de:2bb1,iommugroup=%d,node=kpro6,path=0000:%02x:00,subsystem-id=10de:204b\n", gpuGroups[bus], bus)
+	}
+	pciCfg.WriteString("\tmap id=10de:2bb1,iommugroup=12,node=kpro7,path=0000:41:00,subsystem-id=10de:204b\n")
+	pciCfg.WriteString("\tmap id=10de:2bb1,iommugroup=77,node=kpro7,path=0000:c1:00,subsystem-id=10de:204b\n")
+	pciCfg.WriteString("\tdescription RTX PRO 6000 Blackwell, whole cards with HDMI audio\n\n")
+
+	var lxc strings.Builder
+	lxc.WriteString("#vLLM inference server, all eight RTX PRO 6000\n")
+	lxc.WriteString("arch: amd64\ncores: 64\n")
+	devs := map[int]string{8: "/dev/nvidiactl,mode=0666", 9: "/dev/nvidia-uvm,mode=0666", 10: "/dev/nvidia-uvm-tools,mode=0666",
+		11: "/dev/nvidia-caps/nvidia-cap1,mode=0444", 12: "/dev/nvidia-caps/nvidia-cap2,mode=0444"}
+	for i := range 8 {
+		devs[i] = fmt.Sprintf("/dev/nvidia%d,gid=44,mode=0666", i)
+	}
+	// Proxmox writes keys in lexical order: dev0, dev1, dev10, … dev2.
+	var keys []string
+	for i := range devs {
+		keys = append(keys, fmt.Sprintf("dev%d", i))
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		var n int
+		fmt.Sscanf(k, "dev%d", &n)
+		fmt.Fprintf(&lxc, "%s: %s\n", k, devs[n])
+	}
+	lxc.WriteString("features: nesting=1\nhostname: infer01\nmemory: 262144\nmp0: /tank/models,mp=/models\n")
+	lxc.WriteString("net0: name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:6A:3C:19,ip=dhcp,type=veth\n")
+	lxc.WriteString("onboot: 1\nostype: debian\nrootfs: local-zfs:subvol-129-disk-0,size=200G\nswap: 0\nunprivileged: 1\n")
+
+	vm := `#Training VM%3A four RTX PRO 6000 through the mapping pro6000
+agent: 1
+balloon: 0
+bios: ovmf
+boot: order=scsi0;net0
+cores: 32
+cpu: host
+efidisk0: local-zfs:vm-131-disk-0,efitype=4m,pre-enrolled-keys=0,size=1M
+hostpci0: mapping=pro6000,pcie=1
+hostpci1: mapping=pro6000,pcie=1
+hostpci2: mapping=pro6000,pcie=1
+hostpci3: mapping=pro6000,pcie=1
+machine: q35
+memory: 262144
+meta: creation-qemu=10.0.2,ctime=1760712201
+name: train01
+net0: virtio=BC:24:11:2F:71:0A,bridge=vmbr0,firewall=1
+numa: 1
+ostype: l26
+scsi0: local-zfs:vm-131-disk-1,iothread=1,size=500G
+scsihw: virtio-scsi-single
+smbios1: uuid=5b0f3a8e-6c1d-4e8a-9d52-0c7e1f2a9b31
+sockets: 2
+vmgenid: 3c9d2e71-8a4f-4b6e-b1d0-7f2a5c9e8d14
+`
+	return map[string]string{
+		"proc/cmdline":                             "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=/dev/mapper/pve-root ro quiet amd_iommu=on iommu=pt\n",
+		"proc/sys/kernel/hostname":                 "kpro6\n",
+		"proc/version":                             "Linux version 6.17.2-1-pve (build@proxmox) (gcc (Debian 14.2.0-19) 14.2.0, GNU ld (GNU Binutils for Debian) 2.44) #1 SMP PREEMPT_DYNAMIC PMX 6.17.2-1 (2025-10-21T11:55Z) x86_64\n",
+		"proc/devices":                             procDevices,
+		"etc/hostname":                             "kpro6\n",
+		"etc/default/grub":                         grub,
+		"etc/pve/mapping/pci.cfg":                  pciCfg.String(),
+		"etc/pve/nodes/kpro6/lxc/129.conf":         lxc.String(),
+		"etc/pve/nodes/kpro6/qemu-server/131.conf": vm,
+		"etc/pve/nodes/kpro5/qemu-server/120.conf": "cores: 16\nhostpci0: mapping=a6000-ws,pcie=1\nmachine: q35\nmemory: 65536\nname: ws-kpro5\nostype: l26\n",
+	}
+}
+
+const grub = `# If you change this file, run 'update-grub' afterwards to update
+# /boot/grub/grub.cfg.
+# For full documentation of the options in this file, see:
+#   info -f grub -n 'Simple configuration'
+
+GRUB_DEFAULT=0
+GRUB_TIMEOUT=5
+GRUB_DISTRIBUTOR=` + "`( . /etc/os-release && echo ${NAME} )`" + `
+GRUB_CMDLINE_LINUX_DEFAULT="quiet amd_iommu=on iommu=pt"
+GRUB_CMDLINE_LINUX=""
+`
+
+const procDevices = `Character devices:
+  1 mem
+  4 /dev/vc/0
+  4 tty
+  4 ttyS
+  5 /dev/tty
+  5 /dev/console
+  5 /dev/ptmx
+  7 vcs
+ 10 misc
+ 13 input
+ 21 sg
+ 29 fb
+128 ptm
+136 pts
+180 usb
+188 ttyUSB
+189 usb_device
+195 nvidia-frontend
+226 drm
+234 nvidia-caps
+235 nvidia-caps-imex-channels
+236 nvidia-uvm
+237 vfio
+238 nvme-generic
+239 nvme
+240 ipmidev
+241 hidraw
+242 ttyDBC
+243 bsg
+244 watchdog
+245 ptp
+246 pps
+247 cec
+248 rtc
+249 dma_heap
+250 dax
+251 dimmctl
+252 ndctl
+253 tpm
+254 gpiochip
+
+Block devices:
+  7 loop
+  8 sd
+  9 md
+ 11 sr
+ 65 sd
+ 66 sd
+ 67 sd
+ 68 sd
+ 69 sd
+ 70 sd
+ 71 sd
+128 sd
+129 sd
+130 sd
+131 sd
+132 sd
+133 sd
+134 sd
+135 sd
+230 zvol
+252 device-mapper
+253 virtblk
+254 mdp
+259 blkext
+`
