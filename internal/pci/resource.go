@@ -21,16 +21,16 @@ const romIndex = 6
 
 // BAR is one base address register (or the expansion ROM) of a device.
 type BAR struct {
-	Index        int    `json:"index"` // 0–5, or 6 for the ROM
-	Start        uint64 `json:"start"`
-	Size         uint64 `json:"size"`
-	Flags        uint64 `json:"flags"`
-	IO           bool   `json:"io"`
-	Is64Bit      bool   `json:"is_64bit"`
-	Prefetchable bool   `json:"prefetchable"`
+	Index        int // 0–5, or 6 for the ROM
+	Start        uint64
+	Size         uint64
+	Flags        uint64
+	IO           bool
+	Is64Bit      bool
+	Prefetchable bool
 	// Unassigned is set when the kernel could not place the BAR: no address
 	// ("can't assign; no space"), the device cannot be enabled and its driver fails.
-	Unassigned bool `json:"unassigned"`
+	Unassigned bool
 }
 
 // Name is "BAR0"…"BAR5" or "ROM", as lspci and the kernel log say.

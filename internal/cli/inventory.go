@@ -1,0 +1,429 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/proc"
+	"github.com/gpusplit/gpusplit/internal/topo"
+)
+
+func newInventory(g *globals) *cobra.Command {
+	var long bool
+	cmd := &cobra.Command{
+		Use:   "inventory",
+		Short: "List the GPUs: where they sit, what drives them, who holds them",
+		Long: `List the GPUs with their companion functions (HDMI audio, USB-C), NUMA node and
+local CPUs, IOMMU group and its other members, host bridge and root port, driver,
+/dev/nvidiaN, PCIe link (current and maximum), BARs, and the processes that hold each GPU
+open, with the Proxmox container or VM they belong to.
+
+Everything comes from sysfs and procfs, so GPUs bound to vfio-pci or to no driver are
+listed as well as those on nvidia.`,
+		Example: `  gpusplit --demo inventory
+  gpusplit --demo inventory --long
+  gpusplit inventory -o json | jq '.gpus[] | {address, numa_node, driver}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sels, err := g.selectors()
+			if err != nil {
+				return err
+			}
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			inv, err := inventory.Build(h, sels)
+			if err != nil {
+				return err
+			}
+			g.warn(inv.Warnings)
+			numa := topo.NUMANodes(h)
+			if g.json() {
+				return g.writeJSON(inventoryJSON(inv, numa))
+			}
+			if long {
+				return writeInventoryLong(g.stdout, inv, numa)
+			}
+			return writeInventoryTable(g.stdout, inv, numa)
+		},
+	}
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "one block per GPU with every detail (BARs, ids, group members)")
+	return cmd
+}
+
+// The JSON form of inventory. Field names are part of gpusplit's interface: see docs/json.md.
+type inventoryDoc struct {
+	Host      string    `json:"host"`
+	NUMANodes int       `json:"numa_nodes"`
+	GPUs      []gpuJSON `json:"gpus"`
+	Warnings  []string  `json:"warnings"`
+}
+
+type deviceJSON struct {
+	Address         pci.Address `json:"address"`
+	Vendor          string      `json:"vendor"`
+	Device          string      `json:"device"`
+	SubsystemVendor string      `json:"subsystem_vendor"`
+	SubsystemDevice string      `json:"subsystem_device"`
+	Class           string      `json:"class"`
+	Revision        string      `json:"revision"`
+	VendorName      string      `json:"vendor_name"`
+	DeviceName      string      `json:"device_name"`
+	ClassName       string      `json:"class_name"`
+	Driver          string      `json:"driver"`
+	DriverOverride  string      `json:"driver_override"`
+	IOMMUGroup      int         `json:"iommu_group"`
+}
+
+type gpuJSON struct {
+	Index int `json:"index"`
+	deviceJSON
+	NUMANode     int            `json:"numa_node"`
+	CPUAffinity  string         `json:"cpu_affinity"`
+	GroupMembers []pci.Address  `json:"iommu_group_members"`
+	HostBridge   pci.HostBridge `json:"host_bridge"`
+	RootPort     *pci.Address   `json:"root_port"`
+	Parents      []pci.Address  `json:"parents"`
+	Link         pci.Link       `json:"link"`
+	BARs         []barJSON      `json:"bars"`
+	Minor        *int           `json:"minor"`
+	DeviceNodes  []string       `json:"device_nodes"`
+	Functions    []deviceJSON   `json:"functions"`
+	Holders      []holderJSON   `json:"holders"`
+	SysfsPath    string         `json:"sysfs_path"`
+}
+
+// barJSON carries addresses and flags as hex strings: they can exceed what a JSON
+// number holds exactly in many parsers (2^53).
+type barJSON struct {
+	Name         string `json:"name"`
+	Index        int    `json:"index"`
+	Start        string `json:"start"`
+	Size         uint64 `json:"size"`
+	Flags        string `json:"flags"`
+	IO           bool   `json:"io"`
+	Is64Bit      bool   `json:"is_64bit"`
+	Prefetchable bool   `json:"prefetchable"`
+	Unassigned   bool   `json:"unassigned"`
+}
+
+type holderJSON struct {
+	PID       int      `json:"pid"`
+	Command   string   `json:"command"`
+	Cmdline   []string `json:"cmdline"`
+	Container *int     `json:"container"`
+	VM        *int     `json:"vm"`
+	Files     []string `json:"files"`
+}
+
+func deviceDoc(d *pci.Device) deviceJSON {
+	return deviceJSON{
+		Address:         d.Address,
+		Vendor:          fmt.Sprintf("%04x", d.VendorID),
+		Device:          fmt.Sprintf("%04x", d.DeviceID),
+		SubsystemVendor: fmt.Sprintf("%04x", d.SubVendorID),
+		SubsystemDevice: fmt.Sprintf("%04x", d.SubDeviceID),
+		Class:           fmt.Sprintf("%06x", d.Class),
+		Revision:        fmt.Sprintf("%02x", d.Revision),
+		VendorName:      d.VendorName,
+		DeviceName:      d.DeviceName,
+		ClassName:       d.ClassName,
+		Driver:          d.Driver,
+		DriverOverride:  d.DriverOverride,
+		IOMMUGroup:      d.IOMMUGroup,
+	}
+}
+
+func inventoryJSON(inv *inventory.Inventory, numa int) inventoryDoc {
+	doc := inventoryDoc{Host: inv.Root, NUMANodes: numa, GPUs: []gpuJSON{}, Warnings: inv.Warnings}
+	if doc.Warnings == nil {
+		doc.Warnings = []string{}
+	}
+	for i, gp := range inv.GPUs {
+		j := gpuJSON{
+			Index:        i,
+			deviceJSON:   deviceDoc(gp.Device),
+			NUMANode:     gp.NUMANode,
+			CPUAffinity:  gp.LocalCPUs.String(),
+			GroupMembers: []pci.Address{},
+			HostBridge:   gp.HostBridge,
+			Parents:      append([]pci.Address{}, gp.Parents...),
+			Link:         gp.Link,
+			BARs:         []barJSON{},
+			DeviceNodes:  append([]string{}, gp.Nodes...),
+			Functions:    []deviceJSON{},
+			Holders:      []holderJSON{},
+			SysfsPath:    gp.Path,
+		}
+		if rp, ok := gp.RootPort(); ok {
+			j.RootPort = &rp
+		}
+		if gp.Minor >= 0 {
+			m := gp.Minor
+			j.Minor = &m
+		}
+		for _, m := range inv.Tree.Group(gp.IOMMUGroup) {
+			j.GroupMembers = append(j.GroupMembers, m.Address)
+		}
+		for _, b := range gp.BARs {
+			j.BARs = append(j.BARs, barJSON{
+				Name: b.Name(), Index: b.Index, Start: fmt.Sprintf("0x%x", b.Start), Size: b.Size,
+				Flags: fmt.Sprintf("0x%x", b.Flags), IO: b.IO, Is64Bit: b.Is64Bit, Prefetchable: b.Prefetchable, Unassigned: b.Unassigned,
+			})
+		}
+		for _, f := range gp.Functions {
+			j.Functions = append(j.Functions, deviceDoc(f))
+		}
+		for _, p := range gp.Holders {
+			j.Holders = append(j.Holders, holderDoc(p))
+		}
+		doc.GPUs = append(doc.GPUs, j)
+	}
+	return doc
+}
+
+func holderDoc(p proc.Process) holderJSON {
+	h := holderJSON{PID: p.PID, Command: p.Command, Cmdline: append([]string{}, p.Cmdline...), Files: p.Files}
+	if p.Container > 0 {
+		ct := p.Container
+		h.Container = &ct
+	}
+	if p.VM > 0 {
+		vm := p.VM
+		h.VM = &vm
+	}
+	return h
+}
+
+func writeInventoryTable(w io.Writer, inv *inventory.Inventory, numa int) error {
+	fmt.Fprintf(w, "%s: %d GPUs, %d NUMA nodes\n\n", inv.Root, len(inv.GPUs), numa)
+	if len(inv.GPUs) == 0 {
+		fmt.Fprintln(w, "No GPUs found. Use --devices to choose which devices count as GPUs.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tADDRESS\tMODEL\tDRIVER\tDEV\tNUMA\tGROUP\tLINK\tHOST BRIDGE\tROOT PORT\tLARGEST BAR\tHELD BY")
+	for i, gp := range inv.GPUs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			i, gp.Address, model(gp.Device), orNone(gp.Driver), devNode(gp), topo.NUMAAffinity(gp.NUMANode),
+			group(gp.IOMMUGroup), orDash(gp.Link.String()), gp.HostBridge, rootPort(gp.Device), largestBAR(gp.BARs), holders(gp.Holders))
+		for _, f := range gp.Functions {
+			fmt.Fprintf(tw, "\t└ %s\t%s\t%s\t\t\t%s\n", f.Address, model(f), orNone(f.Driver), group(f.IOMMUGroup))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, note := range groupNotes(inv) {
+		fmt.Fprintln(w, note)
+	}
+	return nil
+}
+
+func writeInventoryLong(w io.Writer, inv *inventory.Inventory, numa int) error {
+	fmt.Fprintf(w, "%s: %d GPUs, %d NUMA nodes\n", inv.Root, len(inv.GPUs), numa)
+	for i, gp := range inv.GPUs {
+		fmt.Fprintf(w, "\nGPU%d  %s  %s [%s] (subsystem %s, rev %02x)\n", i, gp.Address, gp.Name(), gp.ID(), gp.SubsystemID(), gp.Revision)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		line := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+		drv := orNone(gp.Driver)
+		if len(gp.Nodes) > 0 {
+			drv += " (" + strings.Join(gp.Nodes, ", ") + ")"
+		}
+		if gp.DriverOverride != "" {
+			drv += ", driver_override " + gp.DriverOverride
+		}
+		line("driver", drv)
+		line("numa", fmt.Sprintf("node %s, CPUs %s", topo.NUMAAffinity(gp.NUMANode), orDash(gp.LocalCPUs.String())))
+		var members []string
+		for _, m := range inv.Tree.Group(gp.IOMMUGroup) {
+			members = append(members, m.Address.String())
+		}
+		line("iommu", fmt.Sprintf("group %s: %s", group(gp.IOMMUGroup), orDash(strings.Join(members, ", "))))
+		path := []string{gp.HostBridge.String()}
+		for _, p := range gp.Parents {
+			path = append(path, p.String())
+		}
+		line("path", strings.Join(append(path, gp.Address.String()), " → "))
+		line("link", orDash(gp.Link.String()))
+		var bars []string
+		for _, b := range gp.BARs {
+			bars = append(bars, barText(b))
+		}
+		line("bars", orDash(strings.Join(bars, ", ")))
+		for _, f := range gp.Functions {
+			line("function", fmt.Sprintf("%s %s [%s] (%s)", f.Address, f.Name(), f.ID(), orNone(f.Driver)))
+		}
+		for _, p := range gp.Holders {
+			line("held by", holderText(p))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, note := range groupNotes(inv) {
+		fmt.Fprintln(w, "\n"+note)
+	}
+	return nil
+}
+
+// groupNotes names the devices that share a GPU's IOMMU group without being the GPU or
+// one of its functions: they would have to move with it.
+func groupNotes(inv *inventory.Inventory) []string {
+	var notes []string
+	for i, gp := range inv.GPUs {
+		own := map[pci.Address]bool{gp.Address: true}
+		for _, f := range gp.Functions {
+			own[f.Address] = true
+		}
+		var others []string
+		for _, m := range inv.Tree.Group(gp.IOMMUGroup) {
+			if !own[m.Address] {
+				others = append(others, fmt.Sprintf("%s (%s)", m.Address, m.Name()))
+			}
+		}
+		if len(others) > 0 {
+			notes = append(notes, fmt.Sprintf("IOMMU group %d of GPU%d also holds %s.", gp.IOMMUGroup, i, strings.Join(others, ", ")))
+		}
+	}
+	return notes
+}
+
+// chipPrefix matches pci.ids names such as "GB202GL [RTX PRO 6000 Blackwell …]", whose
+// bracketed part is the name users know.
+var chipPrefix = regexp.MustCompile(`^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`)
+
+func model(d *pci.Device) string {
+	if m := chipPrefix.FindStringSubmatch(d.DeviceName); m != nil {
+		return m[1]
+	}
+	return d.Name()
+}
+
+func devNode(g inventory.GPU) string {
+	if len(g.Nodes) == 0 {
+		return "-"
+	}
+	return g.Nodes[0]
+}
+
+func rootPort(d *pci.Device) string {
+	if rp, ok := d.RootPort(); ok {
+		return rp.String()
+	}
+	return "-"
+}
+
+func group(g int) string {
+	if g < 0 {
+		return "-"
+	}
+	return fmt.Sprint(g)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func largestBAR(bars []pci.BAR) string {
+	var best *pci.BAR
+	for i := range bars {
+		if !bars[i].IO && bars[i].Index != 6 && (best == nil || bars[i].Size > best.Size) {
+			best = &bars[i]
+		}
+	}
+	if best == nil {
+		return "-"
+	}
+	s := best.Name() + " " + size(best.Size)
+	if best.Unassigned {
+		s += " UNASSIGNED"
+	}
+	return s
+}
+
+func barText(b pci.BAR) string {
+	var attrs []string
+	switch {
+	case b.Index == 6:
+		attrs = append(attrs, "read-only")
+	case b.IO:
+		attrs = append(attrs, "I/O")
+	case b.Is64Bit:
+		attrs = append(attrs, "64-bit")
+	default:
+		attrs = append(attrs, "32-bit")
+	}
+	if b.Prefetchable && b.Index != 6 {
+		attrs = append(attrs, "prefetchable")
+	}
+	if b.Unassigned {
+		attrs = append(attrs, "UNASSIGNED")
+	}
+	return fmt.Sprintf("%s %s (%s)", b.Name(), size(b.Size), strings.Join(attrs, ", "))
+}
+
+// size prints a power-of-two size the way lspci does: 128G, 32M, 512K, 128.
+func size(n uint64) string {
+	for _, u := range []struct {
+		shift uint
+		unit  string
+	}{{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.unit)
+		}
+	}
+	return fmt.Sprint(n)
+}
+
+func holders(ps []proc.Process) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, holderText(p))
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, "; ")
+}
+
+func holderText(p proc.Process) string {
+	s := fmt.Sprintf("%s[%d]", commandName(p), p.PID)
+	switch {
+	case p.Container > 0:
+		s += fmt.Sprintf(" in CT %d", p.Container)
+	case p.VM > 0:
+		s += fmt.Sprintf(" VM %d", p.VM)
+	}
+	return s
+}
+
+// commandName is the name of a process's program. comm is cut at 15 characters
+// ("nvidia-persiste"), so the program's file name is used when it starts the same way.
+func commandName(p proc.Process) string {
+	if len(p.Cmdline) > 0 {
+		if base := path.Base(p.Cmdline[0]); strings.HasPrefix(base, p.Command) {
+			return base
+		}
+	}
+	return p.Command
+}

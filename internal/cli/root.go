@@ -1,0 +1,172 @@
+// Package cli is gpusplit's command line: one file per command, each turning flags into
+// a call into the domain packages and rendering the result as a table or JSON.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+// Version is set at build time with -ldflags "-X github.com/gpusplit/gpusplit/internal/cli.Version=…".
+var Version = ""
+
+// ExitError ends the program with Code, after printing Err when it is set.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// globals are the flags every command shares.
+type globals struct {
+	root    string
+	demo    bool
+	output  string
+	devices string
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// host opens the machine the command works on: the sample host, a snapshot or a directory.
+func (g *globals) host() (*host.Host, error) {
+	if g.demo {
+		if g.root != "/" {
+			return nil, errors.New("--demo and --root both name a host; use one of them")
+		}
+		return samplehost.Open()
+	}
+	return host.Open(g.root)
+}
+
+// selectors parses --devices.
+func (g *globals) selectors() ([]pci.Selector, error) {
+	if g.devices == "" {
+		return nil, nil
+	}
+	sels, err := pci.ParseSelectors(g.devices)
+	if err != nil {
+		return nil, fmt.Errorf("--devices: %w", err)
+	}
+	return sels, nil
+}
+
+func (g *globals) json() bool { return g.output == "json" }
+
+// writeJSON writes v indented, with a final newline.
+func (g *globals) writeJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// warn prints warnings to standard error, where they do not spoil JSON or tables.
+func (g *globals) warn(warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(g.stderr, "warning: %s\n", w)
+	}
+}
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+			if dirty {
+				rev += "-dirty"
+			}
+			return "dev-" + rev
+		}
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			return bi.Main.Version
+		}
+	}
+	return "dev"
+}
+
+// New returns the root command, writing to stdout and stderr.
+func New(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "gpusplit",
+		Short: "See, split and integrate the GPUs of a multi-GPU Linux or Proxmox VE host",
+		Long: `gpusplit sees where each GPU of a multi-GPU host sits (NUMA node, IOMMU group,
+PCIe path), from sysfs alone, whatever driver the GPUs are bound to.
+
+Every command reads the machine through --root: the live host (/), a directory holding a
+copy of one, or a snapshot archive (.tar.gz). --demo uses the sample host built into the
+binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA nodes.`,
+		Example: `  gpusplit --demo topo
+  gpusplit --demo inventory -o json
+  gpusplit --root snapshot.tar.gz inventory
+  gpusplit topo --devices 10de:2bb1`,
+		Version:       version(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if g.output != "table" && g.output != "json" {
+				return fmt.Errorf("-o %q: the output format is table or json", g.output)
+			}
+			return nil
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	f := root.PersistentFlags()
+	f.StringVar(&g.root, "root", "/", "the machine to read: / (this host), a directory, or a snapshot .tar.gz")
+	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
+	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs, comma-separated: "+pci.SelectorHelp+
+		" (default: NVIDIA and AMD display controllers)")
+	root.AddCommand(newInventory(g), newTopo(g))
+	return root
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string) int {
+	cmd := New(os.Stdout, os.Stderr)
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			if ee.Err != nil {
+				fmt.Fprintf(os.Stderr, "gpusplit: %v\n", ee.Err)
+			}
+			return ee.Code
+		}
+		fmt.Fprintf(os.Stderr, "gpusplit: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/topo"
+)
+
+func newTopo(g *globals) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "topo",
+		Short: "Show how the GPUs are connected, as nvidia-smi topo -m would",
+		Long: `Show the GPU topology matrix the way nvidia-smi topo -m prints it: for every pair
+of GPUs (and RDMA NICs), X, PIX, PXB, PHB, NODE or SYS, with each GPU's CPU and NUMA
+affinity. It is computed from sysfs, so it works for GPUs on any driver (nvidia, vfio-pci,
+none), where nvidia-smi sees nothing. NVLink (NV#) is not visible from sysfs.
+
+--format dot writes the PCIe tree behind the matrix as a Graphviz graph.`,
+		Example: `  gpusplit --demo topo
+  gpusplit --demo topo -o json
+  gpusplit --demo topo --format dot | dot -Tsvg > topo.svg`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "matrix" && format != "dot" {
+				return fmt.Errorf("--format %q: the format is matrix or dot", format)
+			}
+			sels, err := g.selectors()
+			if err != nil {
+				return err
+			}
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			inv, err := inventory.Build(h, sels)
+			if err != nil {
+				return err
+			}
+			g.warn(inv.Warnings)
+			var gpus []*pci.Device
+			for _, gp := range inv.GPUs {
+				gpus = append(gpus, gp.Device)
+			}
+			m := topo.Build(gpus, topo.NICs(h, inv.Tree), topo.NUMANodes(h))
+			switch {
+			case g.json():
+				return g.writeJSON(topoJSON(m))
+			case format == "dot":
+				return m.WriteDOT(g.stdout)
+			}
+			return m.WriteText(g.stdout)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "matrix", "matrix (as nvidia-smi topo -m) or dot (Graphviz)")
+	return cmd
+}
+
+// The JSON form of topo: gpus (addresses, in row order), nics, and matrix (rows of
+// strings, GPUs then NICs, columns in the same order). See docs/json.md.
+type topoDoc struct {
+	GPUs         []pci.Address `json:"gpus"`
+	NICs         []nicJSON     `json:"nics"`
+	Matrix       [][]string    `json:"matrix"`
+	CPUAffinity  []string      `json:"cpu_affinity"`
+	NUMAAffinity []int         `json:"numa_affinity"`
+	Flat         bool          `json:"flat"`
+}
+
+type nicJSON struct {
+	Name    string      `json:"name"`
+	Address pci.Address `json:"address"`
+}
+
+func topoJSON(m *topo.Matrix) topoDoc {
+	doc := topoDoc{GPUs: []pci.Address{}, NICs: []nicJSON{}, Matrix: [][]string{}, CPUAffinity: []string{}, NUMAAffinity: []int{}, Flat: m.Flat()}
+	for _, d := range m.GPUs {
+		doc.GPUs = append(doc.GPUs, d.Address)
+		doc.CPUAffinity = append(doc.CPUAffinity, d.LocalCPUs.String())
+		doc.NUMAAffinity = append(doc.NUMAAffinity, d.NUMANode)
+	}
+	for _, n := range m.NICs {
+		doc.NICs = append(doc.NICs, nicJSON{Name: n.Name, Address: n.Device.Address})
+	}
+	for _, row := range m.Cells {
+		r := make([]string, len(row))
+		for i, c := range row {
+			r[i] = string(c)
+		}
+		doc.Matrix = append(doc.Matrix, r)
+	}
+	return doc
+}

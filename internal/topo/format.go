@@ -1,0 +1,90 @@
+package topo
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Legend is nvidia-smi's legend for the relations, word for word.
+const Legend = `Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+`
+
+// FlatNote explains a matrix where every pair is PHB for want of topology.
+const FlatNote = `Note: every GPU pair is PHB and no GPU has a NUMA node. The GPUs sit on root ports
+of a single PCIe host bridge and the kernel reports numa_node -1, which is how a VM guest
+looks when its PCIe layout does not carry the host's: the relations above say nothing
+about the real hardware. Run gpusplit on the host to see them.
+`
+
+// NVLinkNote says what the matrix cannot show.
+const NVLinkNote = "NVLink (NV#) cannot be seen from sysfs: GPUs joined by NVLink show their PCIe relation.\n"
+
+// WriteText writes the matrix as nvidia-smi topo -m does: TAB-separated cells, " X " on
+// the diagonal, CPU and NUMA affinity per GPU (N/A when unknown), then the legend.
+func (m *Matrix) WriteText(w io.Writer) error {
+	var b strings.Builder
+	labels := m.Labels()
+	if len(m.GPUs) == 0 {
+		b.WriteString("No GPUs found. Use --devices to choose which devices count as GPUs.\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	b.WriteString("\t" + strings.Join(labels, "\t") + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n")
+	for i, label := range labels {
+		b.WriteString(label)
+		for j := range labels {
+			b.WriteString("\t")
+			if i == j {
+				b.WriteString(" X ")
+			} else {
+				b.WriteString(string(m.Cells[i][j]))
+			}
+		}
+		if i < len(m.GPUs) {
+			g := m.GPUs[i]
+			cpus := g.LocalCPUs.String()
+			if cpus == "" {
+				cpus = "N/A"
+			}
+			// nvidia-smi pads the NUMA Affinity column with two TABs after a node
+			// number, and puts two TABs on each side of N/A.
+			if g.NUMANode >= 0 {
+				fmt.Fprintf(&b, "\t%s\t%d\t\tN/A", cpus, g.NUMANode)
+			} else {
+				fmt.Fprintf(&b, "\t%s\t\tN/A\t\tN/A", cpus)
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n" + Legend)
+	if len(m.NICs) > 0 {
+		b.WriteString("\nNIC Legend:\n\n")
+		for i, n := range m.NICs {
+			fmt.Fprintf(&b, "  NIC%d: %s\n", i, n.Name)
+		}
+	}
+	b.WriteString("\n" + NVLinkNote)
+	if m.Flat() {
+		b.WriteString("\n" + FlatNote)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// NUMAAffinity returns a GPU's NUMA node as nvidia-smi prints it: the number, or N/A.
+func NUMAAffinity(node int) string {
+	if node < 0 {
+		return "N/A"
+	}
+	return strconv.Itoa(node)
+}

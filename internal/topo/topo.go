@@ -1,0 +1,170 @@
+// Package topo computes how GPUs (and RDMA NICs) are connected, from the PCI tree alone:
+// the relations nvidia-smi topo -m prints (X, PIX, PXB, PHB, NODE, SYS), with CPU and
+// NUMA affinity. It works whatever driver the GPUs are bound to, or none.
+package topo
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pci"
+)
+
+// Relation is how two devices are connected, named as nvidia-smi names it.
+type Relation string
+
+// The relations, from nearest to farthest. NVLink (NV#) cannot be seen from sysfs: two
+// GPUs joined by NVLink show their PCIe relation.
+const (
+	Self Relation = "X"    // the device itself
+	PIX  Relation = "PIX"  // through at most one PCIe bridge (one switch)
+	PXB  Relation = "PXB"  // through several PCIe bridges, not the host bridge
+	PHB  Relation = "PHB"  // through a PCIe host bridge (the CPU's root complex)
+	NODE Relation = "NODE" // between host bridges of one NUMA node
+	SYS  Relation = "SYS"  // across the interconnect between NUMA nodes
+)
+
+// Rank orders relations from nearest (0) to farthest.
+func (r Relation) Rank() int {
+	return slices.Index([]Relation{Self, PIX, PXB, PHB, NODE, SYS}, r)
+}
+
+// Relate returns the relation between two devices. numaNodes is the number of NUMA nodes
+// of the machine: when the kernel reports no NUMA node for the devices (numa_node -1) and
+// the machine has a single node, two host bridges are taken to be on the same node.
+func Relate(a, b *pci.Device, numaNodes int) Relation {
+	if a.Address == b.Address {
+		return Self
+	}
+	if a.HostBridge != b.HostBridge {
+		switch {
+		case a.NUMANode >= 0 && a.NUMANode == b.NUMANode:
+			return NODE
+		case a.NUMANode < 0 && b.NUMANode < 0 && numaNodes <= 1:
+			return NODE
+		}
+		return SYS
+	}
+	common := 0
+	for common < len(a.Parents) && common < len(b.Parents) && a.Parents[common] == b.Parents[common] {
+		common++
+	}
+	if common == 0 {
+		// Different root ports, or devices on the root bus itself.
+		return PHB
+	}
+	if len(a.Parents)-common <= 1 && len(b.Parents)-common <= 1 {
+		return PIX
+	}
+	return PXB
+}
+
+// NIC is an RDMA-capable network device, which nvidia-smi lists beside the GPUs.
+type NIC struct {
+	Name   string // the RDMA device name: "mlx5_0"
+	Device *pci.Device
+}
+
+// NICs returns the PCI devices that have an RDMA port (an infiniband/ directory in
+// sysfs), one entry per port name, sorted by name as nvidia-smi numbers them.
+func NICs(h *host.Host, t *pci.Tree) []NIC {
+	var out []NIC
+	for _, d := range t.Devices {
+		names, err := h.ReadDir(d.Path + "/infiniband")
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			out = append(out, NIC{Name: n, Device: d})
+		}
+	}
+	slices.SortFunc(out, func(a, b NIC) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// NUMANodes counts the NUMA nodes the kernel shows under /sys/devices/system/node. A
+// kernel without NUMA support shows none; that counts as one node.
+func NUMANodes(h *host.Host) int {
+	names, err := h.ReadDir("/sys/devices/system/node")
+	if err != nil {
+		return 1
+	}
+	n := 0
+	for _, name := range names {
+		if id, ok := strings.CutPrefix(name, "node"); ok {
+			if _, err := strconv.Atoi(id); err == nil {
+				n++
+			}
+		}
+	}
+	return max(n, 1)
+}
+
+// Matrix holds the relation of every pair among the GPUs and NICs.
+type Matrix struct {
+	GPUs  []*pci.Device // rows and columns, in PCI address order
+	NICs  []NIC         // after the GPUs
+	Cells [][]Relation  // [row][column], GPUs then NICs
+}
+
+// Build computes the matrix. GPUs are put in PCI address order.
+func Build(gpus []*pci.Device, nics []NIC, numaNodes int) *Matrix {
+	gpus = slices.Clone(gpus)
+	slices.SortFunc(gpus, func(a, b *pci.Device) int { return a.Address.Compare(b.Address) })
+	m := &Matrix{GPUs: gpus, NICs: nics}
+	all := m.devices()
+	m.Cells = make([][]Relation, len(all))
+	for i, a := range all {
+		m.Cells[i] = make([]Relation, len(all))
+		for j, b := range all {
+			m.Cells[i][j] = Relate(a, b, numaNodes)
+			if i == j {
+				m.Cells[i][j] = Self // two ports of one NIC are distinct columns
+			}
+		}
+	}
+	return m
+}
+
+func (m *Matrix) devices() []*pci.Device {
+	all := slices.Clone(m.GPUs)
+	for _, n := range m.NICs {
+		all = append(all, n.Device)
+	}
+	return all
+}
+
+// Labels returns the row and column labels: GPU0…, then NIC0….
+func (m *Matrix) Labels() []string {
+	var out []string
+	for i := range m.GPUs {
+		out = append(out, fmt.Sprintf("GPU%d", i))
+	}
+	for i := range m.NICs {
+		out = append(out, fmt.Sprintf("NIC%d", i))
+	}
+	return out
+}
+
+// Flat reports whether the matrix shows nothing of the real topology: two or more GPUs,
+// every pair PHB, and no NUMA information. This is how a VM guest looks when its GPUs
+// sit on root ports of its one host bridge.
+func (m *Matrix) Flat() bool {
+	if len(m.GPUs) < 2 {
+		return false
+	}
+	for i, g := range m.GPUs {
+		if g.NUMANode >= 0 {
+			return false
+		}
+		for j := range m.GPUs {
+			if i != j && m.Cells[i][j] != PHB {
+				return false
+			}
+		}
+	}
+	return true
+}
