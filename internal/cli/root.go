@@ -147,9 +147,8 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	f.StringVar(&g.root, "root", "/", "the machine to read: / (this host), a directory, or a snapshot .tar.gz")
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs, comma-separated: "+pci.SelectorHelp+
-		" (default: NVIDIA and AMD display controllers)")
-	root.AddCommand(newInventory(g), newTopo(g))
+	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
+	root.AddCommand(newInventory(g), newTopo(g), selectorsTopic)
 	return root
 }
 

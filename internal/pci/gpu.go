@@ -22,12 +22,27 @@ func IsDefaultGPU(d *Device) bool {
 	return d.IsDisplay() && (d.VendorID == VendorNVIDIA || d.VendorID == VendorAMD) && d.PhysFn == nil
 }
 
-// GPUs returns the devices that count as GPUs, with their companion functions. With no
-// selectors the default rule applies (IsDefaultGPU); otherwise the selectors pick among
-// all the devices of the tree. An empty result is not an error.
+// GPUs returns the devices that count as GPUs, with their companion functions.
+// Selectors that name devices (an address, vendor:device, class:) pick among all the
+// devices of the tree; without any, the default rule applies (IsDefaultGPU). Selectors
+// that narrow (numa:, group:, then count:) keep part of that choice. So "numa:1" is the
+// GPUs on NUMA node 1, and "8086:10d3,numa:0" the 8086:10d3 devices on node 0.
+// No selector at all, and a host without GPUs, give an empty result, not an error.
 func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
+	var naming, narrowing []Selector
+	for _, s := range sels {
+		if s.Narrows() {
+			narrowing = append(narrowing, s)
+		} else {
+			naming = append(naming, s)
+		}
+	}
+	// count: packs what the other selectors left, so it goes last.
+	slices.SortStableFunc(narrowing, func(a, b Selector) int {
+		return boolInt(a.kind == byCount) - boolInt(b.kind == byCount)
+	})
 	var picked []*Device
-	if len(sels) == 0 {
+	if len(naming) == 0 {
 		for _, d := range t.Devices {
 			if IsDefaultGPU(d) {
 				picked = append(picked, d)
@@ -35,7 +50,13 @@ func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
 		}
 	} else {
 		var err error
-		if picked, err = Select(t.Devices, sels, "PCI device"); err != nil {
+		if picked, err = Select(t.Devices, naming, "PCI device"); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range narrowing {
+		var err error
+		if picked, err = Select(picked, []Selector{s}, "GPU"); err != nil {
 			return nil, err
 		}
 	}
@@ -55,4 +76,11 @@ func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
 	}
 	slices.SortFunc(out, func(x, y GPU) int { return x.Address.Compare(y.Address) })
 	return out, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

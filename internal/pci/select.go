@@ -114,6 +114,10 @@ func ParseSelectors(list string) ([]Selector, error) {
 
 func (s Selector) String() string { return s.text }
 
+// Narrows reports whether the selector keeps part of a choice (numa:, group:, count:)
+// rather than naming devices (an address, vendor:device, class:).
+func (s Selector) Narrows() bool { return s.kind == byNUMA || s.kind == byGroup || s.kind == byCount }
+
 // Select returns the candidates that any selector picks, in address order. A selector
 // that picks nothing is an error, which names the selector and what there was to pick
 // from; noun names the candidates in that message ("GPU", "PCI device").
