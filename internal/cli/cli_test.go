@@ -82,19 +82,19 @@ func TestDemoInventoryJSON(t *testing.T) {
 		Host      string `json:"host"`
 		NUMANodes int    `json:"numa_nodes"`
 		GPUs      []struct {
-			Address      string   `json:"address"`
-			Vendor       string   `json:"vendor"`
-			Device       string   `json:"device"`
-			NUMANode     int      `json:"numa_node"`
-			IOMMUGroup   int      `json:"iommu_group"`
-			Members      []string `json:"iommu_group_members"`
-			Driver       string   `json:"driver"`
-			HostBridge   string   `json:"host_bridge"`
-			RootPort     *string  `json:"root_port"`
-			Minor        *int     `json:"minor"`
-			CPUAffinity  string   `json:"cpu_affinity"`
-			DeviceNodes  []string `json:"device_nodes"`
-			Functions    []struct {
+			Address     string   `json:"address"`
+			Vendor      string   `json:"vendor"`
+			Device      string   `json:"device"`
+			NUMANode    int      `json:"numa_node"`
+			IOMMUGroup  int      `json:"iommu_group"`
+			Members     []string `json:"iommu_group_members"`
+			Driver      string   `json:"driver"`
+			HostBridge  string   `json:"host_bridge"`
+			RootPort    *string  `json:"root_port"`
+			Minor       *int     `json:"minor"`
+			CPUAffinity string   `json:"cpu_affinity"`
+			DeviceNodes []string `json:"device_nodes"`
+			Functions   []struct {
 				Address string `json:"address"`
 				Device  string `json:"device"`
 				Driver  string `json:"driver"`

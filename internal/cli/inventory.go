@@ -210,18 +210,25 @@ func writeInventoryTable(w io.Writer, inv *inventory.Inventory, numa int) error 
 		fmt.Fprintln(w, "No GPUs found. Use --devices to choose which devices count as GPUs.")
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GPU\tADDRESS\tMODEL\tDRIVER\tDEV\tNUMA\tGROUP\tLINK\tHOST BRIDGE\tROOT PORT\tLARGEST BAR\tHELD BY")
 	for i, gp := range inv.GPUs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			i, gp.Address, model(gp.Device), orNone(gp.Driver), devNode(gp), topo.NUMAAffinity(gp.NUMANode),
 			group(gp.IOMMUGroup), orDash(gp.Link.String()), gp.HostBridge, rootPort(gp.Device), largestBAR(gp.BARs), holders(gp.Holders))
 		for _, f := range gp.Functions {
-			fmt.Fprintf(tw, "\t└ %s\t%s\t%s\t\t\t%s\n", f.Address, model(f), orNone(f.Driver), group(f.IOMMUGroup))
+			// Every row has every cell, so that tabwriter keeps the columns aligned.
+			fmt.Fprintf(tw, "\t└ %s\t%s\t%s\t\t\t%s\t\t\t\t\t\n", f.Address, model(f), orNone(f.Driver), group(f.IOMMUGroup))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n"))); err != nil {
+			return err
+		}
 	}
 	for _, note := range groupNotes(inv) {
 		fmt.Fprintln(w, note)

@@ -213,6 +213,7 @@ func packByNUMA(cands []*Device, n int, noun string) ([]*Device, error) {
 	if n > len(cands) {
 		return nil, fmt.Errorf("count:%d asks for more than the %d %ss there are", n, len(cands), noun)
 	}
+	cands = slices.SortedFunc(slices.Values(cands), func(x, y *Device) int { return x.Address.Compare(y.Address) })
 	byNode := map[int][]*Device{}
 	var nodes []int
 	for _, d := range cands {

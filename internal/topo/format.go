@@ -20,10 +20,10 @@ const Legend = `Legend:
 `
 
 // FlatNote explains a matrix where every pair is PHB for want of topology.
-const FlatNote = `Note: every GPU pair is PHB and no GPU has a NUMA node. The GPUs sit on root ports
-of a single PCIe host bridge and the kernel reports numa_node -1, which is how a VM guest
-looks when its PCIe layout does not carry the host's: the relations above say nothing
-about the real hardware. Run gpusplit on the host to see them.
+const FlatNote = `Note: every GPU pair is PHB and no GPU has a NUMA node. The GPUs hang off a single
+PCIe host bridge (on its root ports or its root bus) and the kernel reports numa_node -1,
+which is how a VM guest looks when its PCIe layout does not carry the host's: the
+relations above say nothing about the real hardware. Run gpusplit on the host to see them.
 `
 
 // NVLinkNote says what the matrix cannot show.

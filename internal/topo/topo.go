@@ -33,8 +33,9 @@ func (r Relation) Rank() int {
 }
 
 // Relate returns the relation between two devices. numaNodes is the number of NUMA nodes
-// of the machine: when the kernel reports no NUMA node for the devices (numa_node -1) and
-// the machine has a single node, two host bridges are taken to be on the same node.
+// of the machine: when the kernel reports no NUMA node for a device (numa_node -1) and
+// the machine has a single node, the device is taken to be on that node, so two host
+// bridges are on the same node.
 func Relate(a, b *pci.Device, numaNodes int) Relation {
 	if a.Address == b.Address {
 		return Self
@@ -43,7 +44,7 @@ func Relate(a, b *pci.Device, numaNodes int) Relation {
 		switch {
 		case a.NUMANode >= 0 && a.NUMANode == b.NUMANode:
 			return NODE
-		case a.NUMANode < 0 && b.NUMANode < 0 && numaNodes <= 1:
+		case (a.NUMANode < 0 || b.NUMANode < 0) && numaNodes <= 1:
 			return NODE
 		}
 		return SYS
