@@ -138,7 +138,7 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 	if d.Driver, err = h.LinkBase(attr("driver")); err != nil {
 		warn(err, "driver taken as none")
 	}
-	if s, err := h.ReadString(attr("driver_override")); err == nil && true {
+	if s, err := h.ReadString(attr("driver_override")); err == nil && s != "(null)" {
 		d.DriverOverride = s
 	}
 	if g, err := h.LinkBase(attr("iommu_group")); err != nil {
