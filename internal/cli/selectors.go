@@ -20,6 +20,9 @@ Selectors that narrow keep part of that choice:
   count:4          any 4, packed onto as few NUMA nodes as possible (the lowest node
                    that has 4, else the fullest nodes first)
 
+Narrowing selectors of one kind add up (numa:0,numa:1 is both nodes); different kinds
+narrow each other (numa:1,group:42), and count: applies last.
+
 Without a naming selector, the choice starts from the GPUs: NVIDIA (10de) and AMD
 (1002) display controllers, never a BMC's VGA such as ASPEED, never an SR-IOV virtual
 function. So --devices numa:1 is the GPUs on NUMA node 1, --devices 8086:10d3 counts

@@ -29,18 +29,15 @@ func IsDefaultGPU(d *Device) bool {
 // GPUs on NUMA node 1, and "8086:10d3,numa:0" the 8086:10d3 devices on node 0.
 // No selector at all, and a host without GPUs, give an empty result, not an error.
 func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
-	var naming, narrowing []Selector
+	var naming []Selector
+	narrowing := map[selectorKind][]Selector{}
 	for _, s := range sels {
 		if s.Narrows() {
-			narrowing = append(narrowing, s)
+			narrowing[s.kind] = append(narrowing[s.kind], s)
 		} else {
 			naming = append(naming, s)
 		}
 	}
-	// count: packs what the other selectors left, so it goes last.
-	slices.SortStableFunc(narrowing, func(a, b Selector) int {
-		return boolInt(a.kind == byCount) - boolInt(b.kind == byCount)
-	})
 	var picked []*Device
 	if len(naming) == 0 {
 		for _, d := range t.Devices {
@@ -54,9 +51,14 @@ func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
 			return nil, err
 		}
 	}
-	for _, s := range narrowing {
+	// Selectors of one kind add up (numa:0,numa:1 is both nodes); kinds narrow in turn,
+	// count: last, since it packs what the others left.
+	for _, kind := range []selectorKind{byNUMA, byGroup, byCount} {
+		if len(narrowing[kind]) == 0 {
+			continue
+		}
 		var err error
-		if picked, err = Select(picked, []Selector{s}, "GPU"); err != nil {
+		if picked, err = Select(picked, narrowing[kind], "GPU"); err != nil {
 			return nil, err
 		}
 	}
@@ -68,7 +70,8 @@ func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
 	for _, d := range picked {
 		g := GPU{Device: d}
 		for _, f := range t.Slot(d.Address) {
-			if !isGPU[f.Address] {
+			// An SR-IOV virtual function shares the slot but is a device of its own.
+			if !isGPU[f.Address] && f.PhysFn == nil {
 				g.Functions = append(g.Functions, f)
 			}
 		}
@@ -76,11 +79,4 @@ func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
 	}
 	slices.SortFunc(out, func(x, y GPU) int { return x.Address.Compare(y.Address) })
 	return out, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

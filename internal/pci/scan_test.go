@@ -507,45 +507,95 @@ func hasWarning(tree *pci.Tree, parts ...string) bool {
 	return false
 }
 
-// moveDevice moves the directory of the device at addr to a new parent directory (relative
-// to the root), and fixes its /sys/bus/pci/devices link and its own relative links.
-func moveDevice(t *testing.T, root, addr, newParent string) {
+// moveDir moves the directory from (relative to root) to to, and rewrites every link of the
+// tree that lives in it or points into it, so that the tree reads as if it had been laid
+// out there.
+func moveDir(t *testing.T, root, from, to string) {
 	t.Helper()
-	old := deviceDir(t, root, addr)
-	dst := filepath.Join(root, newParent, addr)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
+	from, to = filepath.Join(root, from), filepath.Join(root, to)
+	type link struct{ at, target string } // absolute, after the move
+	var links []link
+	moved := func(p string) string {
+		if p == from || strings.HasPrefix(p, from+string(filepath.Separator)) {
+			return to + strings.TrimPrefix(p, from)
+		}
+		return p
 	}
-	entries, err := os.ReadDir(old)
+	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.Type()&os.ModeSymlink == 0 {
+			return err
+		}
+		tgt, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		if !filepath.IsAbs(tgt) {
+			tgt = filepath.Join(filepath.Dir(p), tgt)
+		}
+		if moved(p) != p || moved(tgt) != tgt {
+			links = append(links, link{moved(p), moved(tgt)})
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets := map[string]string{}
-	for _, e := range entries {
-		if e.Type()&os.ModeSymlink != 0 {
-			tgt, err := os.Readlink(filepath.Join(old, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			targets[e.Name()] = filepath.Clean(filepath.Join(old, tgt))
-		}
-	}
-	if err := os.Rename(old, dst); err != nil {
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, abs := range targets {
-		rel, err := filepath.Rel(dst, abs)
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		rel, err := filepath.Rel(filepath.Dir(l.at), l.target)
 		if err != nil {
 			t.Fatal(err)
 		}
-		symlink(t, rel, filepath.Join(dst, name))
+		symlink(t, rel, l.at)
 	}
-	link := filepath.Join(root, "sys/bus/pci/devices", addr)
-	rel, err := filepath.Rel(filepath.Dir(link), dst)
+}
+
+// moveDevice moves the directory of the device at addr into newParent (relative to root).
+func moveDevice(t *testing.T, root, addr, newParent string) {
+	t.Helper()
+	rel, err := filepath.Rel(root, deviceDir(t, root, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, rel, link)
+	moveDir(t, root, rel, filepath.Join(newParent, addr))
+}
+
+// Behind an Intel VMD controller the kernel nests a host bridge of its own, in a domain of
+// 5 hex digits, inside the VMD device's directory: the innermost host bridge counts.
+func TestScanVMD(t *testing.T) {
+	m := server()
+	m.Bridges[0].Devices = append(m.Bridges[0].Devices, fakehost.Device{
+		Slot: 0x0e, Vendor: 0x8086, Device: 0x467f, Class: 0x010400, Driver: "vmd", Group: 21,
+	})
+	root := writeMachine(t, m)
+	moveDir(t, root, "sys/devices/pci10000:00", "sys/devices/pci0000:00/0000:00:0e.0/pci10000:00")
+	tree := scanDir(t, root)
+	if len(tree.Warnings) != 0 {
+		t.Errorf("warnings:\n%s", strings.Join(tree.Warnings, "\n"))
+	}
+	nvme := lookup(t, tree, "10000:01:00.0")
+	if nvme.HostBridge.String() != "pci10000:00" || len(nvme.Parents) != 1 || nvme.Parents[0].String() != "10000:00:02.0" {
+		t.Errorf("NVMe behind VMD: HostBridge %s, Parents %v; want pci10000:00, [10000:00:02.0]", nvme.HostBridge, nvme.Parents)
+	}
+	if nvme.Path != "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:00/10000:00:02.0/10000:01:00.0" {
+		t.Errorf("Path = %s", nvme.Path)
+	}
+	if nvme.Driver != "nvme" || nvme.IOMMUGroup != 20 || nvme.Link.String() != "Gen4 x4" {
+		t.Errorf("NVMe behind VMD read as %+v", nvme)
+	}
+	if rp := lookup(t, tree, "10000:00:02.0"); rp.HostBridge.String() != "pci10000:00" || rp.Parents != nil {
+		t.Errorf("VMD root port: HostBridge %s, Parents %v", rp.HostBridge, rp.Parents)
+	}
+	want := append(slices.Clone(serverAddrs[:2]), "0000:00:0e.0")
+	want = append(want, serverAddrs[2:]...)
+	if got := addrsOf(tree.Devices); !slices.Equal(got, want) {
+		t.Errorf("devices %v, want %v", got, want)
+	}
 }
 
 func TestScanBadInput(t *testing.T) {

@@ -222,13 +222,24 @@ func packByNUMA(cands []*Device, n int, noun string) ([]*Device, error) {
 		}
 		byNode[d.NUMANode] = append(byNode[d.NUMANode], d)
 	}
-	slices.Sort(nodes)
+	// Known nodes first, in order; devices whose node is unknown (-1) last.
+	slices.SortFunc(nodes, func(a, b int) int {
+		if (a < 0) != (b < 0) {
+			return boolInt(a < 0) - boolInt(b < 0)
+		}
+		return a - b
+	})
 	for _, node := range nodes {
 		if len(byNode[node]) >= n {
 			return byNode[node][:n], nil
 		}
 	}
-	slices.SortStableFunc(nodes, func(a, b int) int { return len(byNode[b]) - len(byNode[a]) })
+	slices.SortStableFunc(nodes, func(a, b int) int {
+		if (a < 0) != (b < 0) {
+			return boolInt(a < 0) - boolInt(b < 0)
+		}
+		return len(byNode[b]) - len(byNode[a])
+	})
 	var out []*Device
 	for _, node := range nodes {
 		for _, d := range byNode[node] {
@@ -239,4 +250,11 @@ func packByNUMA(cands []*Device, n int, noun string) ([]*Device, error) {
 		}
 	}
 	return out, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -650,3 +650,132 @@ func FuzzParseSelector(f *testing.F) {
 		}
 	})
 }
+
+// numaHost is eightPlusTwo with the first GPU's audio function and a NIC on each of
+// nodes 0 and 1.
+func numaHost(t testing.TB) *Tree {
+	devs := eightPlusTwo(t)
+	audio := dev(t, "0000:01:00.1", 0x10de, 0x22e8, 0x040300)
+	audio.NUMANode, audio.IOMMUGroup = 0, 10
+	nic0 := dev(t, "0000:05:00.0", 0x8086, 0x10d3, 0x020000)
+	nic0.NUMANode = 0
+	nic1 := dev(t, "0000:85:00.0", 0x8086, 0x10d3, 0x020000)
+	nic1.NUMANode = 1
+	return newTree(append(devs, audio, nic0, nic1)...)
+}
+
+// numa:, group: and count: narrow the devices the other selectors (or the default rule)
+// picked; count: packs what is left after the others.
+func TestGPUsNarrowing(t *testing.T) {
+	tests := []struct {
+		sels string
+		want []string
+	}{
+		{"numa:1", []string{"0000:81:00.0", "0000:91:00.0", "0000:a1:00.0", "0000:b1:00.0"}},
+		{"numa:0", []string{"0000:01:00.0+0000:01:00.1", "0000:11:00.0", "0000:21:00.0", "0000:31:00.0"}},
+		{"numa:2", []string{"0001:01:00.0", "0001:02:00.0"}},
+		{"group:22", []string{"0000:a1:00.0"}},
+		{"count:2", []string{"0000:01:00.0+0000:01:00.1", "0000:11:00.0"}},
+		{"count:6", []string{
+			"0000:01:00.0+0000:01:00.1", "0000:11:00.0", "0000:21:00.0", "0000:31:00.0", "0000:81:00.0", "0000:91:00.0",
+		}},
+		{"numa:1,count:2", []string{"0000:81:00.0", "0000:91:00.0"}},
+		{"count:2,numa:1", []string{"0000:81:00.0", "0000:91:00.0"}},
+		{"numa:1,group:21", []string{"0000:91:00.0"}},
+		// Selectors of one kind add up; kinds narrow each other.
+		{"numa:0,numa:2", []string{"0000:01:00.0+0000:01:00.1", "0000:11:00.0", "0000:21:00.0", "0000:31:00.0", "0001:01:00.0", "0001:02:00.0"}},
+		{"group:21,group:22", []string{"0000:91:00.0", "0000:a1:00.0"}},
+		{"numa:0,numa:1,group:21", []string{"0000:91:00.0"}},
+		{"8086:10d3", []string{"0000:05:00.0", "0000:85:00.0"}},
+		{"8086:10d3,numa:0", []string{"0000:05:00.0"}},
+		{"numa:1,8086:10d3", []string{"0000:85:00.0"}},
+		{"8086:10d3,count:1", []string{"0000:05:00.0"}},
+		{"0000:b1:00.0,0000:01:00.0,numa:1", []string{"0000:b1:00.0"}},
+		// The audio function, named, is narrowed like any device.
+		{"10de:22e8,numa:0", []string{"0000:01:00.1+0000:01:00.0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.sels, func(t *testing.T) {
+			gpus, err := GPUs(numaHost(t), mustSelectors(t, tt.sels))
+			if err != nil {
+				t.Fatalf("GPUs(%s): %v", tt.sels, err)
+			}
+			if got := gpuSummary(gpus); !slices.Equal(got, tt.want) {
+				t.Errorf("GPUs(%s):\n got %v\nwant %v", tt.sels, got, tt.want)
+			}
+		})
+	}
+
+	errs := []struct {
+		sels string
+		want []string
+	}{
+		{"numa:3", []string{"selector numa:3 matches no GPU", "the 10 GPUs have NUMA nodes 0, 1, 2"}},
+		{"count:11", []string{"count:11", "more than the 10 GPUs"}},
+		{"numa:2,count:3", []string{"count:3", "more than the 2 GPUs"}},
+		{"8086:10d3,numa:2", []string{"selector numa:2 matches no GPU", "the 2 GPUs have NUMA nodes 0, 1"}},
+		{"10de:ffff,numa:0", []string{"selector 10de:ffff matches no PCI device"}},
+	}
+	for _, tt := range errs {
+		gpus, err := GPUs(numaHost(t), mustSelectors(t, tt.sels))
+		if err == nil {
+			t.Errorf("GPUs(%s) = %v, want an error", tt.sels, gpuSummary(gpus))
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("GPUs(%s) error %q does not say %q", tt.sels, err, w)
+			}
+		}
+	}
+}
+
+func TestSelectorNarrows(t *testing.T) {
+	for s, want := range map[string]bool{
+		"numa:0": true, "group:3": true, "count:2": true,
+		"0000:81:00.0": false, "81:00.0": false, "10de:2bb1": false, "class:0x03": false,
+	} {
+		if got := mustSelectors(t, s)[0].Narrows(); got != want {
+			t.Errorf("%s.Narrows() = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// count: fills known NUMA nodes before devices whose node the kernel does not know.
+func TestSelectCountPrefersKnownNodes(t *testing.T) {
+	cands := []*Device{
+		gpu(t, "0000:00:10.0", -1, -1), gpu(t, "0000:00:11.0", -1, -1), gpu(t, "0000:00:12.0", -1, -1),
+		gpu(t, "0000:41:00.0", 1, 5), gpu(t, "0000:42:00.0", 1, 6),
+	}
+	for _, c := range []struct {
+		sel  string
+		want []string
+	}{
+		{"count:2", []string{"0000:41:00.0", "0000:42:00.0"}},
+		{"count:3", []string{"0000:00:10.0", "0000:00:11.0", "0000:00:12.0"}},
+		{"count:4", []string{"0000:00:10.0", "0000:00:11.0", "0000:41:00.0", "0000:42:00.0"}},
+	} {
+		got, err := Select(cands, mustSelectors(t, c.sel), "GPU")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := addrs(got); !slices.Equal(g, c.want) {
+			t.Errorf("Select(%s) = %v, want %v", c.sel, g, c.want)
+		}
+	}
+}
+
+// An SR-IOV virtual function in a GPU's slot is a device of its own, not a companion.
+func TestGPUsVirtualFunctionIsNoCompanion(t *testing.T) {
+	pf := gpu(t, "0000:41:00.0", 0, 7)
+	vf := gpu(t, "0000:41:00.4", 0, 8)
+	vf.PhysFn = &pf.Address
+	audio := dev(t, "0000:41:00.1", 0x10de, 0x22e8, 0x040300)
+	gpus, err := GPUs(newTree(pf, vf, audio), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gpuSummary(gpus); !slices.Equal(got, []string{"0000:41:00.0+0000:41:00.1"}) {
+		t.Errorf("GPUs = %v, want the PF with only its audio function", got)
+	}
+}
