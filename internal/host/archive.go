@@ -139,13 +139,13 @@ func (a *archiveBackend) addParent(p string) {
 
 func (a *archiveBackend) lstat(p string) (entry, error) {
 	if t, ok := a.links[p]; ok {
-		return entry{kind: kindLink, target: t}, nil
+		return entry{kind: Link, target: t}, nil
 	}
 	if _, ok := a.files[p]; ok {
-		return entry{kind: kindFile}, nil
+		return entry{kind: File}, nil
 	}
 	if _, ok := a.children[p]; ok {
-		return entry{kind: kindDir}, nil
+		return entry{kind: Dir}, nil
 	}
 	return entry{}, fs.ErrNotExist
 }

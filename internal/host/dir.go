@@ -22,13 +22,13 @@ func (d dirBackend) lstat(p string) (entry, error) {
 		if err != nil {
 			return entry{}, unwrapOS(err)
 		}
-		return entry{kind: kindLink, target: filepath.ToSlash(t)}, nil
+		return entry{kind: Link, target: filepath.ToSlash(t)}, nil
 	case fi.IsDir():
-		return entry{kind: kindDir}, nil
+		return entry{kind: Dir}, nil
 	case fi.Mode().IsRegular():
-		return entry{kind: kindFile}, nil
+		return entry{kind: File}, nil
 	}
-	return entry{kind: kindOther}, nil
+	return entry{kind: Other}, nil
 }
 
 func (d dirBackend) readFile(p string) ([]byte, error) {

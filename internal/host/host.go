@@ -37,18 +37,9 @@ type Host struct {
 	realDirs map[string]bool
 }
 
-type kind uint8
-
-const (
-	kindFile kind = iota
-	kindDir
-	kindLink
-	kindOther
-)
-
 type entry struct {
-	kind   kind
-	target string // link target, for kindLink
+	kind   Kind
+	target string // link target, for Link
 }
 
 // backend reads paths that are already resolved: clean, absolute, free of links.
@@ -150,7 +141,7 @@ func (h *Host) Readlink(p string) (string, error) {
 	if err != nil {
 		return "", h.pathErr("read link", p, err)
 	}
-	if e.kind != kindLink {
+	if e.kind != Link {
 		return "", h.pathErr("read link", p, errors.New("not a symbolic link"))
 	}
 	return e.target, nil
@@ -195,7 +186,7 @@ func (h *Host) IsDir(p string) bool {
 		return false
 	}
 	e, err := h.fs.lstat(r)
-	return err == nil && e.kind == kindDir
+	return err == nil && e.kind == Dir
 }
 
 func (h *Host) pathErr(op, p string, err error) error {
@@ -276,7 +267,7 @@ func (h *Host) walk(op, orig, start string, queue []string, followLast bool) (st
 			return "", h.pathErr(op, orig, err)
 		}
 		switch e.kind {
-		case kindLink:
+		case Link:
 			links++
 			if links > maxLinks {
 				return "", h.pathErr(op, orig, errors.New("too many levels of symbolic links"))
@@ -292,7 +283,7 @@ func (h *Host) walk(op, orig, start string, queue []string, followLast bool) (st
 			if escapes(cur, e.target) {
 				return "", h.pathErr(op, orig, fmt.Errorf("%w: %s -> %s", ErrEscapesRoot, next, e.target))
 			}
-		case kindDir:
+		case Dir:
 			cur = next
 			h.remember(cur)
 		default:
@@ -334,4 +325,29 @@ func splitPath(p string) []string {
 		}
 	}
 	return out
+}
+
+// Kind is what a path is, without following a final link.
+type Kind uint8
+
+// The kinds of paths.
+const (
+	File Kind = iota
+	Dir
+	Link
+	Other // devices, fifos, sockets
+)
+
+// Lstat returns what p is, and for a link its target as stored, without following a
+// final link (links before it are followed inside the root).
+func (h *Host) Lstat(p string) (Kind, string, error) {
+	r, err := h.resolve("stat", p, false)
+	if err != nil {
+		return 0, "", err
+	}
+	e, err := h.fs.lstat(r)
+	if err != nil {
+		return 0, "", h.pathErr("stat", p, err)
+	}
+	return e.kind, e.target, nil
 }

@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"context"
+	"flag"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite the captured snapshots in testdata/vm")
 
 // binary is the static gpusplit built once for every guest.
 var binary string
@@ -64,6 +67,7 @@ const guestScript = `
 emit inventory gpusplit --devices ` + E1000E + ` inventory -o json
 emit topo gpusplit --devices ` + E1000E + ` topo -o json
 emit macs sh -c 'for n in /sys/class/net/*; do if [ -e $n/device ]; then echo "$(basename $(readlink -f $n/device)) $(cat $n/address)"; fi; done'
+emit snapshot gpusplit snapshot -o -
 emit kernel sh -c 'for d in /sys/bus/pci/devices/*; do g=$(readlink $d/iommu_group); v=$(readlink $d/driver); echo "$(basename $d) $(cat $d/numa_node) ${g##*/} ${v##*/} $(readlink -f $d)"; done'
 `
 
@@ -176,6 +180,12 @@ func TestTopologies(t *testing.T) {
 			}
 			res := boot(t, vm, topo, guestScript)
 			checkGuest(t, topo, want, res)
+			snap := output(t, res, "snapshot")
+			if *update {
+				if err := os.WriteFile(filepath.Join("..", "..", "testdata", "vm", topo.Name+".tar.gz"), snap, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
 	}
 }

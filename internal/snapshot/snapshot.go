@@ -1,0 +1,390 @@
+// Package snapshot captures what gpusplit reads from a host into a .tar.gz archive that
+// --root reads back: the PCI parts of sysfs with their links, IOMMU groups, NUMA nodes,
+// the nvidia driver's procfs, the processes holding GPUs, the kernel log, and the boot
+// and Proxmox files gpusplit looks at. Nothing else goes in: never /etc/pve/priv, never
+// keys, never a process's arguments beyond its program.
+package snapshot
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+)
+
+// deviceFiles are the attributes of a PCI device directory that are captured.
+var deviceFiles = []string{
+	"vendor", "device", "subsystem_vendor", "subsystem_device", "class", "revision",
+	"numa_node", "local_cpulist", "local_cpus", "current_link_speed", "current_link_width",
+	"max_link_speed", "max_link_width", "resource", "driver_override", "enable", "irq",
+	"modalias", "uevent", "reset_method", "d3cold_allowed", "power_state", "boot_vga",
+	"broken_parity_status", "msi_bus", "ari_enabled", "secondary_bus_number",
+	"subordinate_bus_number", "sriov_numvfs", "sriov_totalvfs", "sriov_offset",
+	"sriov_stride", "sriov_vf_device", "sriov_drivers_autoprobe", "label", "index",
+	"acpi_index", "config",
+}
+
+// deviceLinks are the links of a device directory that are captured, with their targets.
+var deviceLinks = []string{"driver", "iommu_group", "physfn", "subsystem"}
+
+// writeOnly are attributes the kernel lets nobody read; they are captured as empty files
+// so that a snapshot shows they exist.
+var writeOnly = map[string]bool{
+	"bind": true, "unbind": true, "new_id": true, "remove_id": true, "drivers_probe": true,
+	"rescan": true, "remove": true, "reset": true,
+}
+
+// Summary says what went into a snapshot.
+type Summary struct {
+	Root         string   `json:"root"`
+	Files        int      `json:"files"`
+	Links        int      `json:"links"`
+	Directories  int      `json:"directories"`
+	Bytes        int64    `json:"bytes"`         // contents, uncompressed
+	Unreadable   []string `json:"unreadable"`    // paths that exist but could not be read
+	ArchiveBytes int64    `json:"archive_bytes"` // the .tar.gz as written
+}
+
+// capture collects entries before writing, so the archive is sorted and deterministic.
+type capture struct {
+	h     *host.Host
+	files map[string][]byte
+	links map[string]string
+	dirs  map[string]bool
+	bad   []string
+}
+
+// Capture reads h and writes the snapshot archive to w.
+func Capture(h *host.Host, w io.Writer) (*Summary, error) {
+	c := &capture{h: h, files: map[string][]byte{}, links: map[string]string{}, dirs: map[string]bool{}}
+	if err := c.pci(); err != nil {
+		return nil, err
+	}
+	c.system()
+	c.processes()
+	c.etc()
+	s := &Summary{Root: h.Root(), Unreadable: c.bad}
+	if s.Unreadable == nil {
+		s.Unreadable = []string{}
+	}
+	cw := &countingWriter{w: w}
+	if err := c.write(cw, s); err != nil {
+		return nil, err
+	}
+	s.ArchiveBytes = cw.n
+	return s, nil
+}
+
+// pci captures every PCI device, its bridges and host bridge, drivers, groups and buses.
+func (c *capture) pci() error {
+	names, err := c.h.ReadDir("/sys/bus/pci/devices")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("nothing to capture: %s has no /sys/bus/pci/devices (is it a Linux machine's root?)", c.h.Root())
+		}
+		return err
+	}
+	c.dir("/sys/bus/pci/devices")
+	devDirs := map[string]bool{}
+	for _, n := range names {
+		p := "/sys/bus/pci/devices/" + n
+		if !c.link(p) {
+			continue
+		}
+		real, err := c.h.Realpath(p)
+		if err != nil {
+			c.bad = append(c.bad, p)
+			continue
+		}
+		devDirs[real] = true
+	}
+	for _, d := range slices.Sorted(maps.Keys(devDirs)) {
+		c.device(d)
+		// The host bridge and the bridges above are captured as devices too; the host
+		// bridge's own directory holds its pci_bus.
+		if hb := hostBridgeDir(d); hb != "" {
+			c.pciBuses(hb)
+		}
+	}
+	for _, f := range []string{"drivers_autoprobe", "drivers_probe", "rescan"} {
+		c.file("/sys/bus/pci/" + f)
+	}
+	// A driver's directory holds links to its devices and files nobody may read (bind,
+	// unbind, new_id, remove_id, uevent): those are kept as empty files.
+	c.each("/sys/bus/pci/drivers", func(drv string) {
+		c.each(drv, func(p string) {
+			if !c.link(p) {
+				if kind, _, err := c.h.Lstat(p); err == nil && kind == host.File {
+					c.files[p] = nil
+				}
+			}
+		})
+	})
+	c.each("/sys/class/pci_bus", func(p string) { c.link(p) })
+	c.each("/sys/kernel/iommu_groups", func(g string) {
+		c.file(g + "/type")
+		c.file(g + "/reserved_regions")
+		c.each(g+"/devices", func(p string) { c.link(p) })
+	})
+	return nil
+}
+
+// device captures one device directory.
+func (c *capture) device(dir string) {
+	c.dir(dir)
+	for _, f := range deviceFiles {
+		c.file(dir + "/" + f)
+	}
+	for _, l := range deviceLinks {
+		c.link(dir + "/" + l)
+	}
+	if names, err := c.h.ReadDir(dir); err == nil {
+		for _, n := range names {
+			if strings.HasPrefix(n, "virtfn") {
+				c.link(dir + "/" + n)
+			}
+		}
+	}
+	// RDMA ports (as nvidia-smi lists NICs) and vfio character devices are named by
+	// their directories.
+	c.each(dir+"/infiniband", func(p string) { c.dir(p) })
+	c.each(dir+"/vfio-dev", func(p string) { c.dir(p) })
+	c.pciBuses(dir)
+}
+
+// pciBuses captures the pci_bus directories below a bridge or host bridge.
+func (c *capture) pciBuses(dir string) {
+	c.each(dir+"/pci_bus", func(b string) {
+		c.dir(b)
+		c.file(b + "/cpuaffinity")
+		c.file(b + "/cpulistaffinity")
+		c.link(b + "/device")
+		c.link(b + "/subsystem")
+	})
+}
+
+// system captures NUMA nodes, CPUs, modules and the kernel's own files.
+func (c *capture) system() {
+	for _, f := range []string{"online", "possible", "has_cpu", "has_memory", "has_normal_memory"} {
+		c.file("/sys/devices/system/node/" + f)
+	}
+	c.each("/sys/devices/system/node", func(p string) {
+		if strings.HasPrefix(path.Base(p), "node") {
+			c.file(p + "/cpulist")
+			c.file(p + "/cpumap")
+		}
+	})
+	c.file("/sys/devices/system/cpu/online")
+	c.file("/sys/devices/system/cpu/possible")
+	for _, m := range []string{"nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "vfio", "vfio_pci", "vfio_pci_core", "vfio_iommu_type1", "kvm", "kvm_amd", "kvm_intel"} {
+		dir := "/sys/module/" + m
+		c.file(dir + "/version")
+		c.each(dir+"/parameters", func(p string) { c.file(p) })
+	}
+	for _, f := range []string{"/proc/cmdline", "/proc/devices", "/proc/cpuinfo", "/proc/version", "/proc/sys/kernel/hostname", "/proc/modules"} {
+		c.file(f)
+	}
+	c.tree("/proc/driver/nvidia", 4)
+	if log, err := c.h.KernelLog(); err == nil {
+		c.files[host.KernelLogPath] = log
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		c.bad = append(c.bad, host.KernelLogPath)
+	}
+}
+
+// processes captures the processes that hold a GPU's device node open: their name,
+// cgroup (which Proxmox guest) and those open files. Arguments stay out: they can hold
+// secrets; only the program's path is kept.
+func (c *capture) processes() {
+	pids, err := c.h.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, pid := range pids {
+		if strings.Trim(pid, "0123456789") != "" {
+			continue
+		}
+		dir := "/proc/" + pid
+		fds, err := c.h.ReadDir(dir + "/fd")
+		if err != nil {
+			continue
+		}
+		var held []string
+		for _, fd := range fds {
+			t, err := c.h.Readlink(dir + "/fd/" + fd)
+			if err == nil && (strings.HasPrefix(t, "/dev/nvidia") || strings.HasPrefix(t, "/dev/vfio/")) {
+				held = append(held, fd)
+				c.links[dir+"/fd/"+fd] = t
+			}
+		}
+		if len(held) == 0 {
+			continue
+		}
+		c.file(dir + "/comm")
+		c.file(dir + "/cgroup")
+		if b, err := c.h.ReadFile(dir + "/cmdline"); err == nil {
+			prog, _, _ := strings.Cut(string(b), "\x00")
+			c.files[dir+"/cmdline"] = []byte(prog + "\x00")
+		}
+	}
+}
+
+// etc captures the boot configuration and the Proxmox files gpusplit reads.
+func (c *capture) etc() {
+	for _, f := range []string{"/etc/hostname", "/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-uuids", "/etc/modules"} {
+		c.file(f)
+	}
+	for _, d := range []string{"/etc/default/grub.d", "/etc/modprobe.d", "/etc/modules-load.d", "/etc/pve/mapping", "/etc/gpusplit"} {
+		c.each(d, func(p string) { c.file(p) })
+	}
+	// The guest configs of every node, and the links that point at this node's.
+	for _, l := range []string{"/etc/pve/local", "/etc/pve/qemu-server", "/etc/pve/lxc"} {
+		c.link(l)
+	}
+	c.each("/etc/pve/nodes", func(node string) {
+		for _, kind := range []string{"qemu-server", "lxc"} {
+			c.each(node+"/"+kind, func(p string) {
+				if strings.HasSuffix(p, ".conf") {
+					c.file(p)
+				}
+			})
+		}
+	})
+	c.file("/run/qemu-server/pci-id-reservations")
+}
+
+// file captures a regular file; a missing one is skipped, an unreadable one noted.
+func (c *capture) file(p string) {
+	kind, _, err := c.h.Lstat(p)
+	if err != nil || kind != host.File {
+		return
+	}
+	if writeOnly[path.Base(p)] {
+		c.files[p] = nil
+		return
+	}
+	b, err := c.h.ReadFile(p)
+	if err != nil {
+		c.bad = append(c.bad, p)
+		return
+	}
+	c.files[p] = b
+}
+
+// link captures a symbolic link as a link; it reports whether p was one.
+func (c *capture) link(p string) bool {
+	kind, target, err := c.h.Lstat(p)
+	if err != nil || kind != host.Link {
+		return false
+	}
+	c.links[p] = target
+	return true
+}
+
+func (c *capture) dir(p string) { c.dirs[p] = true }
+
+// each calls fn for every entry of dir; a missing dir is nothing to capture.
+func (c *capture) each(dir string, fn func(p string)) {
+	names, err := c.h.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	c.dir(dir)
+	for _, n := range names {
+		fn(dir + "/" + n)
+	}
+}
+
+// tree captures dir recursively to depth levels: files, links and directories.
+func (c *capture) tree(dir string, depth int) {
+	c.each(dir, func(p string) {
+		kind, _, err := c.h.Lstat(p)
+		switch {
+		case err != nil:
+		case kind == host.Link:
+			c.link(p)
+		case kind == host.Dir && depth > 0:
+			c.tree(p, depth-1)
+		case kind == host.File:
+			c.file(p)
+		}
+	})
+}
+
+// hostBridgeDir returns the host bridge directory of a device's real path:
+// /sys/devices/pci0000:00 for /sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0.
+func hostBridgeDir(real string) string {
+	comps := strings.Split(real, "/")
+	for i := len(comps) - 1; i > 0; i-- {
+		if strings.HasPrefix(comps[i], "pci") {
+			return strings.Join(comps[:i+1], "/")
+		}
+	}
+	return ""
+}
+
+func (c *capture) write(w io.Writer, s *Summary) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(zw)
+	all := map[string]bool{}
+	for p := range c.files {
+		all[p] = true
+	}
+	for p := range c.links {
+		all[p] = true
+	}
+	for p := range c.dirs {
+		all[p] = true
+	}
+	epoch := time.Unix(0, 0)
+	for _, p := range slices.Sorted(maps.Keys(all)) {
+		name := strings.TrimPrefix(p, "/")
+		hdr := &tar.Header{Name: name, ModTime: epoch, Mode: 0o644, Format: tar.FormatPAX}
+		if t, ok := c.links[p]; ok {
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, t, 0o777
+			s.Links++
+		} else if b, ok := c.files[p]; ok {
+			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(b))
+			s.Files++
+			s.Bytes += int64(len(b))
+		} else {
+			hdr.Typeflag, hdr.Mode, hdr.Name = tar.TypeDir, 0o755, name+"/"
+			s.Directories++
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(c.files[p]); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (cw *countingWriter) Write(b []byte) (int, error) {
+	n, err := cw.w.Write(b)
+	cw.n += int64(n)
+	return n, err
+}
