@@ -2,8 +2,8 @@ package vmtest
 
 import (
 	"context"
-	"flag"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
