@@ -1,0 +1,204 @@
+package snapshot
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/fakehost"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+// members lists an archive: path → contents, or "-> target" for a link, "/" for a directory.
+func members(t *testing.T, archive []byte) map[string]string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]string{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeSymlink:
+			out[hdr.Name] = "-> " + hdr.Linkname
+		case tar.TypeDir:
+			out[strings.TrimSuffix(hdr.Name, "/")] = "/"
+		default:
+			b, _ := io.ReadAll(tr)
+			out[hdr.Name] = string(b)
+		}
+	}
+}
+
+func snap(t *testing.T, h *host.Host) ([]byte, *Summary) {
+	t.Helper()
+	var buf bytes.Buffer
+	s, err := Capture(h, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ArchiveBytes != int64(buf.Len()) {
+		t.Errorf("summary says %d archive bytes, wrote %d", s.ArchiveBytes, buf.Len())
+	}
+	return buf.Bytes(), s
+}
+
+// A snapshot of a snapshot is the same snapshot: what is captured is what --root reads.
+func TestCaptureRoundTrip(t *testing.T) {
+	demo, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, sum := snap(t, demo)
+	again, err := host.OpenArchive("first", bytes.NewReader(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := snap(t, again)
+	a, b := members(t, first), members(t, second)
+	if len(a) != len(b) {
+		t.Errorf("first capture has %d members, the capture of it %d", len(a), len(b))
+	}
+	for p, v := range a {
+		if b[p] != v {
+			t.Errorf("%s differs between a snapshot and the snapshot of it", p)
+		}
+	}
+	if sum.Files == 0 || sum.Links == 0 || sum.Bytes == 0 || len(sum.Unreadable) != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	// What the commands read is there, as it was.
+	for _, p := range []string{
+		"sys/bus/pci/devices/0000:e1:00.0",
+		"sys/devices/pci0000:e0/0000:e0:01.1/0000:e1:00.0/numa_node",
+		"sys/devices/pci0000:e0/0000:e0:01.1/0000:e1:00.0/iommu_group",
+		"sys/kernel/iommu_groups/101/devices/0000:e1:00.1",
+		"sys/devices/pci0000:80/0000:80:03.1/0000:82:00.0/infiniband/mlx5_0",
+		"proc/driver/nvidia/gpus/0000:e1:00.0/information",
+		"proc/cmdline",
+		"etc/pve/mapping/pci.cfg",
+		"etc/pve/nodes/kpro6/lxc/129.conf",
+		"etc/pve/nodes/kpro6/qemu-server/131.conf",
+		"etc/pve/qemu-server",
+		"etc/default/grub",
+		"sys/bus/pci/drivers/vfio-pci/bind",
+	} {
+		if _, ok := a[p]; !ok {
+			t.Errorf("the snapshot lacks %s", p)
+		}
+	}
+	if a["sys/devices/pci0000:e0/0000:e0:01.1/0000:e1:00.0/iommu_group"] != "-> ../../../../kernel/iommu_groups/101" {
+		t.Errorf("iommu_group link kept as %q", a["sys/devices/pci0000:e0/0000:e0:01.1/0000:e1:00.0/iommu_group"])
+	}
+}
+
+// Keys, other Proxmox files, process arguments and environments stay out.
+func TestCaptureLeavesOutSecrets(t *testing.T) {
+	m := fakehost.Machine{
+		Nodes: []fakehost.Node{{ID: 0, CPUs: "0-3"}},
+		Bridges: []fakehost.HostBridge{{NUMA: -1, Devices: []fakehost.Device{
+			{Slot: 2, Vendor: 0x10de, Device: 0x2bb1, Class: 0x030000, Driver: "nvidia", Model: "NVIDIA RTX PRO 6000"},
+		}}},
+		NvidiaVersion: "580.95.05",
+		Processes: []fakehost.Process{
+			{PID: 77, Comm: "python3", Cmdline: []string{"/usr/bin/python3", "serve.py", "--api-key=hunter2"}, Cgroup: "/lxc/129/ns", Files: []string{"/dev/nvidia0"}},
+			{PID: 78, Comm: "sshd", Cmdline: []string{"sshd", "-D"}, Cgroup: "/system.slice/ssh.service", Files: []string{"/dev/pts/0"}},
+		},
+		Files: map[string]string{
+			"etc/pve/priv/authkey.key":      "-----BEGIN PRIVATE KEY-----\n",
+			"etc/pve/priv/lock/x":           "",
+			"etc/pve/user.cfg":              "user:root@pam:1:0:::::\n",
+			"etc/pve/corosync.conf":         "totem {}\n",
+			"etc/pve/mapping/pci.cfg":       "m1\n\tmap id=10de:2bb1,node=n,path=0000:00:02.0\n\n",
+			"etc/pve/nodes/n/lxc/129.conf":  "arch: amd64\n",
+			"etc/pve/nodes/n/lxc/notes.txt": "secret\n",
+			"etc/shadow":                    "root:$6$x\n",
+			"proc/77/environ":               "HF_TOKEN=hf_secret\x00",
+			"dev/kmsg":                      "6,1,0,-;Linux version 6.17.2-1-pve\n",
+		},
+	}
+	tree, err := m.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := tree.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, _ := snap(t, h)
+	got := members(t, archive)
+	for p, v := range got {
+		for _, secret := range []string{"PRIVATE KEY", "hunter2", "hf_secret", "root@pam", "totem", "$6$", "sshd"} {
+			if strings.Contains(v, secret) || strings.Contains(p, "priv") {
+				t.Errorf("the snapshot holds %s (%q)", p, secret)
+			}
+		}
+	}
+	for p, want := range map[string]string{
+		"proc/77/cmdline":              "/usr/bin/python3\x00",
+		"proc/77/fd/3":                 "-> /dev/nvidia0",
+		"proc/77/cgroup":               "0::/lxc/129/ns\n",
+		"etc/pve/nodes/n/lxc/129.conf": "arch: amd64\n",
+		"dev/kmsg":                     "6,1,0,-;Linux version 6.17.2-1-pve\n",
+	} {
+		if got[p] != want {
+			t.Errorf("%s = %q, want %q", p, got[p], want)
+		}
+	}
+	for _, p := range []string{"proc/78/comm", "etc/pve/nodes/n/lxc/notes.txt", "proc/77/environ"} {
+		if _, ok := got[p]; ok {
+			t.Errorf("the snapshot holds %s", p)
+		}
+	}
+}
+
+func TestCaptureNotAHost(t *testing.T) {
+	h, err := host.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Capture(h, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "/sys/bus/pci/devices") {
+		t.Fatalf("got %v, want an error naming /sys/bus/pci/devices", err)
+	}
+}
+
+// The captures taken inside QEMU guests read back with --root.
+func TestCapturedGuestsOpen(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/vm/*.tar.gz")
+	if len(files) == 0 {
+		t.Fatal("no captured snapshots in testdata/vm")
+	}
+	for _, f := range files {
+		h, err := host.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := snap(t, h)
+		if a, b := members(t, b), members(t, again); len(a) != len(b) {
+			t.Errorf("%s: %d members, its capture %d", f, len(a), len(b))
+		}
+	}
+}
