@@ -16,6 +16,40 @@ type GPU struct {
 	Functions []*Device
 }
 
+// Choose applies selectors the way --devices does: naming selectors (an address,
+// vendor:device, class:) pick among pool, and without any the choice is defaults; then
+// narrowing selectors keep part of it. Selectors of one kind add up (numa:0,numa:1 is both
+// nodes); kinds narrow in turn, count: last, since it packs what the others left. The
+// nouns name pool and the choice in errors.
+func Choose(pool, defaults []*Device, sels []Selector, poolNoun, noun string) ([]*Device, error) {
+	var naming []Selector
+	narrowing := map[selectorKind][]Selector{}
+	for _, s := range sels {
+		if s.Narrows() {
+			narrowing[s.kind] = append(narrowing[s.kind], s)
+		} else {
+			naming = append(naming, s)
+		}
+	}
+	picked := defaults
+	if len(naming) > 0 {
+		var err error
+		if picked, err = Select(pool, naming, poolNoun); err != nil {
+			return nil, err
+		}
+	}
+	for _, kind := range []selectorKind{byNUMA, byGroup, byCount} {
+		if len(narrowing[kind]) == 0 {
+			continue
+		}
+		var err error
+		if picked, err = Select(picked, narrowing[kind], noun); err != nil {
+			return nil, err
+		}
+	}
+	return picked, nil
+}
+
 // IsDefaultGPU reports whether d counts as a GPU when the user names no selector:
 // an NVIDIA or AMD display controller that is not an SR-IOV virtual function.
 func IsDefaultGPU(d *Device) bool {
@@ -29,38 +63,15 @@ func IsDefaultGPU(d *Device) bool {
 // GPUs on NUMA node 1, and "8086:10d3,numa:0" the 8086:10d3 devices on node 0.
 // No selector at all, and a host without GPUs, give an empty result, not an error.
 func GPUs(t *Tree, sels []Selector) ([]GPU, error) {
-	var naming []Selector
-	narrowing := map[selectorKind][]Selector{}
-	for _, s := range sels {
-		if s.Narrows() {
-			narrowing[s.kind] = append(narrowing[s.kind], s)
-		} else {
-			naming = append(naming, s)
+	var defaults []*Device
+	for _, d := range t.Devices {
+		if IsDefaultGPU(d) {
+			defaults = append(defaults, d)
 		}
 	}
-	var picked []*Device
-	if len(naming) == 0 {
-		for _, d := range t.Devices {
-			if IsDefaultGPU(d) {
-				picked = append(picked, d)
-			}
-		}
-	} else {
-		var err error
-		if picked, err = Select(t.Devices, naming, "PCI device"); err != nil {
-			return nil, err
-		}
-	}
-	// Selectors of one kind add up (numa:0,numa:1 is both nodes); kinds narrow in turn,
-	// count: last, since it packs what the others left.
-	for _, kind := range []selectorKind{byNUMA, byGroup, byCount} {
-		if len(narrowing[kind]) == 0 {
-			continue
-		}
-		var err error
-		if picked, err = Select(picked, narrowing[kind], "GPU"); err != nil {
-			return nil, err
-		}
+	picked, err := Choose(t.Devices, defaults, sels, "PCI device", "GPU")
+	if err != nil {
+		return nil, err
 	}
 	isGPU := map[Address]bool{}
 	for _, d := range picked {

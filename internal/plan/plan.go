@@ -1,0 +1,313 @@
+// Package plan turns a desired split (which GPUs go to which driver) and a host's
+// inventory into the ordered driver moves that reach it. It is pure: it reads nothing and
+// changes nothing, so every rule is tested on fixtures.
+//
+// The rules: devices move by whole IOMMU groups (every endpoint of a group passed through
+// goes to vfio-pci with it; bridges are never rebound); the companion functions of a GPU's
+// slot follow the GPU; a plan that would split a group, or pass through a group holding a
+// device nobody selected, is refused unless allowed; a side that straddles NUMA nodes is
+// warned about; and when everything is in place the plan is empty.
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/proc"
+)
+
+// Driver names with a meaning of their own in a target.
+const (
+	VFIO = "vfio-pci"
+	// None leaves a device without a driver: driver_override "none" matches no driver.
+	None = "none"
+	// Default lets the kernel choose: driver_override is cleared and the device probed.
+	Default = ""
+)
+
+// Target is one group of the desired state: the GPUs its choices select, and the driver
+// they must end up on.
+type Target struct {
+	Name string
+	// Choices add up; each is a comma-separated selector list with the meaning it has in
+	// --devices (numa:1,count:2 is two GPUs of node 1). One --vfio flag is one choice.
+	Choices   [][]pci.Selector
+	// Driver is "vfio-pci", "nvidia", None, or any driver name; Default (empty) sends
+	// each GPU to its vendor's driver (nvidia, amdgpu) or, for other vendors, to
+	// whatever the kernel picks.
+	Driver string
+	// Proxmox names that later commands keep in step with the split.
+	Mapping    string
+	Containers []int
+	VMs        []int
+}
+
+// Desired is the whole desired state.
+type Desired struct {
+	Targets []Target
+	// KeepRest leaves GPUs that no target selects where they are; otherwise they go to
+	// their vendor's driver (the --vfio rule: "the others go to, or stay on, nvidia").
+	KeepRest bool
+	// AllowSharedGroups lets a group passed through take along devices nobody selected
+	// (a NIC sharing the GPU's IOMMU group).
+	AllowSharedGroups bool
+}
+
+// Role says why a device is in a plan.
+type Role string
+
+// The roles.
+const (
+	RoleGPU      Role = "gpu"
+	RoleFunction Role = "function"     // a companion function of a GPU's slot
+	RoleMember   Role = "group member" // another endpoint of a GPU's IOMMU group
+)
+
+// Move is one device's way from its driver to its target.
+type Move struct {
+	Device     pci.Address
+	Name       string
+	Role       Role
+	GPU        pci.Address // the GPU it moves with (itself for a GPU)
+	Target     string      // the target's name
+	IOMMUGroup int
+	NUMANode   int
+	From       string // the driver now, "" when unbound
+	Override   string // driver_override now
+	To         string // the driver to end on; Default: the kernel's choice
+	// Holders are the processes holding the GPU open; a move of a held device is refused.
+	Holders []proc.Process
+}
+
+// Done reports whether the device is already where the move would take it.
+func (m Move) Done() bool {
+	switch m.To {
+	case Default:
+		return m.Override == "" && m.From != VFIO
+	case None:
+		return m.From == ""
+	}
+	return m.From == m.To
+}
+
+// Plan is the moves that reach the desired state, in order, and the devices already there.
+type Plan struct {
+	Moves    []Move // to perform, grouped by IOMMU group, in address order
+	InPlace  []Move // already where they belong
+	Warnings []string
+}
+
+// Empty reports whether nothing has to move.
+func (p *Plan) Empty() bool { return len(p.Moves) == 0 }
+
+// Groups returns the moves by IOMMU group, in order: the units that can move concurrently.
+func (p *Plan) Groups() [][]Move {
+	var out [][]Move
+	index := map[string]int{}
+	for _, m := range p.Moves {
+		key := fmt.Sprint(m.IOMMUGroup)
+		if m.IOMMUGroup < 0 {
+			key = "gpu " + m.GPU.String() // without an IOMMU, a GPU and its functions
+		}
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], m)
+	}
+	return out
+}
+
+// VendorDriver is the driver a GPU goes back to: nvidia for NVIDIA, amdgpu for AMD, and
+// the kernel's own choice for other devices.
+func VendorDriver(d *pci.Device) string {
+	switch d.VendorID {
+	case pci.VendorNVIDIA:
+		return "nvidia"
+	case pci.VendorAMD:
+		return "amdgpu"
+	}
+	return Default
+}
+
+// Make computes the plan for inv to reach d.
+func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
+	gpus := make([]*pci.Device, 0, len(inv.GPUs))
+	byAddr := map[pci.Address]*inventory.GPU{}
+	for i := range inv.GPUs {
+		gpus = append(gpus, inv.GPUs[i].Device)
+		byAddr[inv.GPUs[i].Address] = &inv.GPUs[i]
+	}
+	if len(gpus) == 0 {
+		return nil, fmt.Errorf("no GPUs on %s: nothing to split (use --devices to choose which devices count as GPUs)", inv.Root)
+	}
+
+	// Which target each GPU belongs to.
+	owner := map[pci.Address]int{}
+	for i, t := range d.Targets {
+		if len(t.Choices) == 0 {
+			return nil, fmt.Errorf("group %q selects no GPUs: give it selectors", t.Name)
+		}
+		var chosen []*pci.Device
+		for _, c := range t.Choices {
+			some, err := pci.Choose(gpus, gpus, c, "GPU", "GPU")
+			if err != nil {
+				return nil, fmt.Errorf("group %q: %w", t.Name, err)
+			}
+			chosen = append(chosen, some...)
+		}
+		for _, g := range chosen {
+			if j, ok := owner[g.Address]; ok && j != i {
+				return nil, fmt.Errorf("GPU %s is chosen by both group %q and group %q: a GPU belongs to one group", g.Address, d.Targets[j].Name, t.Name)
+			}
+			owner[g.Address] = i
+		}
+	}
+
+	p := &Plan{}
+	var all []Move
+	placed := map[pci.Address]Move{}
+	add := func(m Move) error {
+		if prev, ok := placed[m.Device]; ok {
+			if prev.To != m.To {
+				return fmt.Errorf("%s would go both to %s (with %s) and to %s (with %s)", m.Device, DriverText(prev.To), prev.GPU, DriverText(m.To), m.GPU)
+			}
+			return nil
+		}
+		placed[m.Device] = m
+		all = append(all, m)
+		return nil
+	}
+	for _, g := range gpus {
+		ig := byAddr[g.Address]
+		to, target := VendorDriver(g), "rest"
+		if i, ok := owner[g.Address]; ok {
+			target = d.Targets[i].Name
+			if drv := d.Targets[i].Driver; drv != Default {
+				to = drv
+			}
+		} else if d.KeepRest {
+			continue
+		}
+		if err := add(move(g, RoleGPU, g.Address, target, to, ig.Holders)); err != nil {
+			return nil, err
+		}
+		// Functions follow the GPU: to vfio-pci or none with it, back to the kernel's
+		// choice when it returns to the host.
+		fto := to
+		if to != VFIO && to != None {
+			fto = Default
+		}
+		for _, f := range ig.Functions {
+			if err := add(move(f, RoleFunction, g.Address, target, fto, nil)); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	// Whole IOMMU groups go to vfio-pci: every endpoint of a passed-through group must be
+	// on vfio-pci (or unbound) for the group to be usable.
+	for _, m := range slices.Clone(all) {
+		if m.To != VFIO || m.IOMMUGroup < 0 {
+			continue
+		}
+		for _, member := range inv.Tree.Group(m.IOMMUGroup) {
+			if member.IsBridge() {
+				continue
+			}
+			prev, ok := placed[member.Address]
+			switch {
+			case ok && prev.To != VFIO && prev.To != None:
+				return nil, fmt.Errorf("the plan would split IOMMU group %d: %s goes to %s but %s (%s) to %s; "+
+					"devices of one group can only be passed through together (select them together, or move the card to another slot)",
+					m.IOMMUGroup, m.Device, DriverText(VFIO), member.Address, member.Name(), DriverText(prev.To))
+			case ok:
+			case !d.AllowSharedGroups:
+				return nil, fmt.Errorf("IOMMU group %d of %s also holds %s (%s, on %s), which no group selects; "+
+					"passing the group through would take it from the host. Allow it with allow_shared_groups (--allow-shared-groups), "+
+					"or move the GPU to a slot with a group of its own",
+					m.IOMMUGroup, m.GPU, member.Address, member.Name(), DriverText(member.Driver))
+			default:
+				if err := add(move(member, RoleMember, m.GPU, m.Target, VFIO, nil)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+
+	slices.SortStableFunc(all, func(a, b Move) int {
+		if c := a.GPU.Compare(b.GPU); c != 0 {
+			return c
+		}
+		return a.Device.Compare(b.Device)
+	})
+	for _, m := range all {
+		if m.Done() {
+			p.InPlace = append(p.InPlace, m)
+		} else {
+			p.Moves = append(p.Moves, m)
+		}
+	}
+	p.Warnings = numaWarnings(all)
+	return p, nil
+}
+
+func move(dev *pci.Device, role Role, gpu pci.Address, target, to string, holders []proc.Process) Move {
+	return Move{
+		Device: dev.Address, Name: dev.Name(), Role: role, GPU: gpu, Target: target,
+		IOMMUGroup: dev.IOMMUGroup, NUMANode: dev.NUMANode,
+		From: dev.Driver, Override: dev.DriverOverride, To: to, Holders: holders,
+	}
+}
+
+// numaWarnings names the sides whose GPUs sit on more than one NUMA node: traffic between
+// them crosses the interconnect, and a VM or container on that side cannot be local to
+// all of them.
+func numaWarnings(all []Move) []string {
+	nodes := map[string]map[int]bool{}
+	var sides []string
+	for _, m := range all {
+		if m.Role != RoleGPU {
+			continue
+		}
+		side := DriverText(m.To)
+		if nodes[side] == nil {
+			nodes[side] = map[int]bool{}
+			sides = append(sides, side)
+		}
+		nodes[side][m.NUMANode] = true
+	}
+	var out []string
+	for _, side := range sides {
+		if len(nodes[side]) < 2 {
+			continue
+		}
+		var ns []string
+		for _, n := range slices.Sorted(maps.Keys(nodes[side])) {
+			if n < 0 {
+				ns = append(ns, "unknown")
+			} else {
+				ns = append(ns, fmt.Sprint(n))
+			}
+		}
+		out = append(out, fmt.Sprintf("the GPUs going to %s are on NUMA nodes %s: traffic between them crosses the interconnect between sockets", side, strings.Join(ns, ", ")))
+	}
+	return out
+}
+
+// DriverText names a target driver for people.
+func DriverText(to string) string {
+	switch to {
+	case Default:
+		return "its default driver"
+	case None:
+		return "no driver"
+	}
+	return to
+}

@@ -1,0 +1,300 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/fakehost"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+func demo(t *testing.T) *inventory.Inventory {
+	t.Helper()
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+func choices(t *testing.T, flags ...string) [][]pci.Selector {
+	t.Helper()
+	var out [][]pci.Selector
+	for _, f := range flags {
+		sels, err := pci.ParseSelectors(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sels)
+	}
+	return out
+}
+
+func moves(ms []Move) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, fmt.Sprintf("%s %s %s>%s", m.Device, m.Role, m.From, DriverText(m.To)))
+	}
+	return out
+}
+
+// The reference case: --vfio numa:1 moves exactly the four NUMA-1 GPUs and their audio
+// functions; the NUMA-0 GPUs stay on nvidia.
+func TestDemoVFIONUMA1(t *testing.T) {
+	inv := demo(t)
+	p, err := Make(inv, ForVFIO(choices(t, "numa:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, bus := range []string{"81", "91", "e1", "f1"} {
+		want = append(want,
+			"0000:"+bus+":00.0 gpu nvidia>vfio-pci",
+			"0000:"+bus+":00.1 function snd_hda_intel>vfio-pci")
+	}
+	if got := moves(p.Moves); !slices.Equal(got, want) {
+		t.Errorf("moves:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var inPlace []string
+	for _, m := range p.InPlace {
+		inPlace = append(inPlace, m.Device.String())
+	}
+	if want := []string{"0000:01:00.0", "0000:01:00.1", "0000:11:00.0", "0000:11:00.1", "0000:61:00.0", "0000:61:00.1", "0000:71:00.0", "0000:71:00.1"}; !slices.Equal(inPlace, want) {
+		t.Errorf("in place %v, want %v", inPlace, want)
+	}
+	if len(p.Warnings) != 0 {
+		t.Errorf("warnings %v", p.Warnings)
+	}
+	// The moves of each GPU form one group: the unit that moves together.
+	if g := p.Groups(); len(g) != 4 || len(g[0]) != 2 || g[0][0].IOMMUGroup != 72 {
+		t.Errorf("groups %v", g)
+	}
+	// Holders travel with the GPU's move, so apply can refuse.
+	if len(p.Moves[0].Holders) != 2 {
+		t.Errorf("holders of 81:00.0: %+v", p.Moves[0].Holders)
+	}
+
+	// Once there, a second run plans nothing.
+	for _, g := range inv.GPUs {
+		if g.NUMANode == 1 {
+			g.Driver, g.DriverOverride = VFIO, VFIO
+			for _, f := range g.Functions {
+				f.Driver, f.DriverOverride = VFIO, VFIO
+			}
+		}
+	}
+	again, err := Make(inv, ForVFIO(choices(t, "numa:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Empty() || len(again.InPlace) != 16 {
+		t.Errorf("second plan: %v moves, %d in place", moves(again.Moves), len(again.InPlace))
+	}
+
+	// And going back returns the GPUs to nvidia and the audio to the kernel's choice.
+	back, err := Make(inv, Desired{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := moves(back.Moves); len(got) != 8 || got[0] != "0000:81:00.0 gpu vfio-pci>nvidia" || got[1] != "0000:81:00.1 function vfio-pci>its default driver" {
+		t.Errorf("back: %v", got)
+	}
+}
+
+func TestChoicesAddUp(t *testing.T) {
+	p, err := Make(demo(t), ForVFIO(choices(t, "numa:1,count:2", "0000:01:00.0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gpus []string
+	for _, m := range p.Moves {
+		if m.Role == RoleGPU {
+			gpus = append(gpus, m.Device.String())
+		}
+	}
+	if want := []string{"0000:01:00.0", "0000:81:00.0", "0000:91:00.0"}; !slices.Equal(gpus, want) {
+		t.Errorf("GPUs moved %v, want %v", gpus, want)
+	}
+	// Both sides now straddle the two nodes.
+	if len(p.Warnings) != 2 || !strings.Contains(p.Warnings[0], "vfio-pci are on NUMA nodes 0, 1") || !strings.Contains(p.Warnings[1], "nvidia are on NUMA nodes 0, 1") {
+		t.Errorf("warnings %v, want one per side spanning nodes 0 and 1", p.Warnings)
+	}
+}
+
+// hostWithSharedGroups: GPU A shares its group with a NIC; GPUs B and C share one group.
+func hostWithSharedGroups(t *testing.T) *inventory.Inventory {
+	t.Helper()
+	gpu := func(slot uint8, group int) fakehost.Device {
+		return fakehost.Device{Slot: slot, Vendor: 0x10de, Device: 0x2bb1, SubVendor: 0x10de, SubDevice: 0x204b, Class: 0x030000, Driver: "nvidia", Group: group}
+	}
+	m := fakehost.Machine{
+		Nodes: []fakehost.Node{{ID: 0, CPUs: "0-7"}},
+		IOMMU: true,
+		Bridges: []fakehost.HostBridge{{NUMA: 0, Devices: []fakehost.Device{
+			{Slot: 1, Vendor: 0x1022, Device: 0x14ab, Class: 0x060400, Driver: "pcieport", Group: 1, Secondary: 1, Children: []fakehost.Device{
+				gpu(0, 1),
+				{Slot: 1, Vendor: 0x8086, Device: 0x1521, Class: 0x020000, Driver: "igb", Group: 1},
+			}},
+			gpu(2, 2), gpu(3, 2),
+		}}},
+	}
+	tree, err := m.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := tree.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+func TestGroupRules(t *testing.T) {
+	inv := hostWithSharedGroups(t)
+	// A GPU whose group holds a NIC nobody selected is refused...
+	_, err := Make(inv, ForVFIO(choices(t, "0000:01:00.0")))
+	if err == nil || !strings.Contains(err.Error(), "IOMMU group 1") || !strings.Contains(err.Error(), "0000:01:01.0") || !strings.Contains(err.Error(), "allow_shared_groups") {
+		t.Errorf("shared group: %v", err)
+	}
+	// ...unless allowed: then the NIC goes along, the bridge stays.
+	d := ForVFIO(choices(t, "0000:01:00.0"))
+	d.AllowSharedGroups = true
+	p, err := Make(inv, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := moves(p.Moves); !slices.Equal(got, []string{"0000:01:00.0 gpu nvidia>vfio-pci", "0000:01:01.0 group member igb>vfio-pci"}) {
+		t.Errorf("allowed shared group: %v", got)
+	}
+	// Two GPUs in one group cannot be split.
+	_, err = Make(inv, ForVFIO(choices(t, "0000:00:02.0")))
+	var want = "would split IOMMU group 2"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "0000:00:03.0") {
+		t.Errorf("split group: %v", err)
+	}
+	// Together they go.
+	if _, err := Make(inv, ForVFIO(choices(t, "group:2"))); err != nil {
+		t.Errorf("whole group: %v", err)
+	}
+}
+
+func TestMakeErrors(t *testing.T) {
+	inv := demo(t)
+	cases := []struct {
+		d    Desired
+		want string
+	}{
+		{ForVFIO(choices(t, "numa:7")), "numa:7"},
+		{ForVFIO(choices(t, "0000:99:00.0")), "0000:99:00.0"},
+		{Desired{Targets: []Target{{Name: "a", Choices: choices(t, "numa:0"), Driver: VFIO}, {Name: "b", Choices: choices(t, "count:1"), Driver: "nvidia"}}}, "both group"},
+		{Desired{Targets: []Target{{Name: "empty"}}}, "selects no GPUs"},
+	}
+	for _, c := range cases {
+		if _, err := Make(inv, c.d); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.d, err, c.want)
+		}
+	}
+	if _, err := Make(&inventory.Inventory{Root: "x", Tree: &pci.Tree{}}, ForVFIO(nil)); err == nil || !strings.Contains(err.Error(), "no GPUs") {
+		t.Errorf("no GPUs: %v", err)
+	}
+}
+
+func TestConfigGroups(t *testing.T) {
+	f, err := ParseFile("split.toml", []byte(`
+devices = "10de:2bb1"
+rest = "keep"
+
+[[group]]
+name = "inference"
+select = ["numa:0"]
+driver = "nvidia"
+mapping = "pro6000"
+containers = [129]
+
+[[group]]
+name = "vms"
+select = ["numa:1"]
+driver = "vfio-pci"
+mapping = "pro6000-vm"
+vms = [131]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Desired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Make(demo(t), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Moves) != 8 || p.Moves[0].Target != "vms" || len(p.InPlace) != 8 || p.InPlace[0].Target != "inference" {
+		t.Errorf("moves %v, in place %v", moves(p.Moves), moves(p.InPlace))
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	cases := []struct {
+		name, text string
+		line, col  int
+		want       string
+	}{
+		{"syntax", "[[group]]\nname = \"a\nselect = []\n", 2, 0, "new lines"},
+		{"unknown key", "[[group]]\nname = \"a\"\nselekt = [\"numa:1\"]\n", 3, 1, "unknown key"},
+		{"bad selector", "[[group]]\nname = \"vms\"\nselect = [\"numa:x\"]\n", 3, 11, "numa:x"},
+		{"wrong type", "[[group]]\nname = \"vms\"\nselect = \"numa:1\"\n", 3, 0, ""},
+		{"no groups", "devices = \"10de:2bb1\"\n", 0, 0, "no [[group]]"},
+		{"no select", "[[group]]\nname = \"vms\"\n", 2, 8, "no select"},
+		{"twice", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n[[group]]\nname = \"a\"\nselect = [\"numa:1\"]\n", 2, 8, "two groups"},
+		{"bad rest", "rest = \"all\"\n[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n", 1, 1, "rest"},
+		{"no name", "[[group]]\nselect = [\"numa:0\"]\n", 1, 1, "no name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseFile("split.toml", []byte(c.text))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a ConfigError", err)
+			}
+			if c.line != 0 && ce.Line != c.line || c.col != 0 && ce.Column != c.col {
+				t.Errorf("at %d:%d, want %d:%d (%v)", ce.Line, ce.Column, c.line, c.col, err)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "split.toml:") {
+				t.Errorf("error %q lacks %q", err, c.want)
+			}
+		})
+	}
+}
+
+func FuzzParseFile(f *testing.F) {
+	f.Add("[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n")
+	f.Add("devices = \"10de:2bb1\"\nrest = \"keep\"\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		file, err := ParseFile("f", []byte(text))
+		if err != nil {
+			return
+		}
+		if _, err := file.Desired(); err != nil {
+			t.Fatalf("a file that parses must give a desired state: %v", err)
+		}
+	})
+}
