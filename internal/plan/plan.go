@@ -35,7 +35,7 @@ type Target struct {
 	Name string
 	// Choices add up; each is a comma-separated selector list with the meaning it has in
 	// --devices (numa:1,count:2 is two GPUs of node 1). One --vfio flag is one choice.
-	Choices   [][]pci.Selector
+	Choices [][]pci.Selector
 	// Driver is "vfio-pci", "nvidia", None, or any driver name; Default (empty) sends
 	// each GPU to its vendor's driver (nvidia, amdgpu) or, for other vendors, to
 	// whatever the kernel picks.
