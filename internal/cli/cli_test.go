@@ -274,3 +274,65 @@ func TestExitError(t *testing.T) {
 		t.Errorf("ExitError does not wrap: %v", err)
 	}
 }
+
+// The reference case: --vfio numa:1 moves the four NUMA-1 GPUs and their audio functions.
+func TestDemoPlan(t *testing.T) {
+	out := mustRun(t, "--demo", "plan", "--vfio", "numa:1")
+	for _, bus := range []string{"81", "91", "e1", "f1"} {
+		for _, want := range []string{"0000:" + bus + ":00.0  gpu", "0000:" + bus + ":00.1  function"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("plan lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	for _, bus := range []string{"01", "11", "61", "71"} {
+		if strings.Contains(out, "0000:"+bus+":00.0") {
+			t.Errorf("plan moves the NUMA-0 GPU %s", bus)
+		}
+	}
+	if !strings.Contains(out, "pct stop 129") || !strings.Contains(out, "systemctl stop nvidia-persistenced") {
+		t.Errorf("plan does not say how to release the holders:\n%s", out)
+	}
+	var doc struct {
+		Empty   bool `json:"empty"`
+		Actions []struct {
+			Device string `json:"device"`
+			From   string `json:"from"`
+			To     string `json:"to"`
+		} `json:"actions"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "--demo", "plan", "--vfio", "numa:1", "-o", "json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Empty || len(doc.Actions) != 8 || doc.Actions[0].Device != "0000:81:00.0" || doc.Actions[0].From != "nvidia" || doc.Actions[0].To != "vfio-pci" {
+		t.Errorf("plan JSON %+v", doc)
+	}
+	// When everything is in place the plan is empty and says so.
+	config := filepath.Join(t.TempDir(), "split.toml")
+	os.WriteFile(config, []byte("rest = \"keep\"\n[[group]]\nname = \"inference\"\nselect = [\"numa:0\"]\ndriver = \"nvidia\"\n"), 0o644)
+	if out := mustRun(t, "--demo", "plan", "--config", config); !strings.Contains(out, "nothing to do, all 8 devices are where they belong") {
+		t.Errorf("empty plan printed:\n%s", out)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "split.toml")
+	os.WriteFile(config, []byte("[[group]]\nname = \"vms\"\nselect = [\"numa:x\"]\n"), 0o644)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--demo", "plan"}, "no desired state"},
+		{[]string{"--demo", "plan", "--vfio", "numa:9"}, "numa:9"},
+		{[]string{"--demo", "plan", "--vfio", "0000:99:00.0"}, "0000:99:00.0"},
+		{[]string{"--demo", "plan", "--config", config}, config + ":3:11"},
+		{[]string{"--demo", "plan", "--config", config, "--vfio", "numa:1"}, "use one of them"},
+		{[]string{"--demo", "plan", "--config", "/nonexistent/split.toml"}, "/nonexistent/split.toml"},
+	}
+	for _, c := range cases {
+		_, _, err := run(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gpusplit %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

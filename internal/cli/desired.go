@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+)
+
+// desiredFlags are the flags that say what the split should be: plan, apply and status
+// share them.
+type desiredFlags struct {
+	vfio        []string
+	config      string
+	allowShared bool
+}
+
+func (d *desiredFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringArrayVar(&d.vfio, "vfio", nil, "GPUs to pass to vfio-pci, as selectors (repeatable; see 'gpusplit help selectors'); the others go to, or stay on, their vendor's driver")
+	f.StringVar(&d.config, "config", "", "the desired state file (default "+plan.DefaultConfig+" of the host, when no --vfio is given)")
+	f.BoolVar(&d.allowShared, "allow-shared-groups", false, "pass through IOMMU groups that hold devices no group selects (they go to vfio-pci too)")
+}
+
+// load returns the desired state, and the inventory it is planned against.
+func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.Inventory, error) {
+	if len(d.vfio) > 0 && d.config != "" {
+		return plan.Desired{}, nil, errors.New("--vfio and --config both say what the split is; use one of them")
+	}
+	devices := g.devices
+	var desired plan.Desired
+	if len(d.vfio) > 0 {
+		var choices [][]pci.Selector
+		for _, v := range d.vfio {
+			sels, err := pci.ParseSelectors(v)
+			if err != nil {
+				return plan.Desired{}, nil, fmt.Errorf("--vfio: %w", err)
+			}
+			if len(sels) == 0 {
+				return plan.Desired{}, nil, errors.New("--vfio needs a selector")
+			}
+			choices = append(choices, sels)
+		}
+		desired = plan.ForVFIO(choices)
+	} else {
+		name, data, err := d.read(h)
+		if err != nil {
+			return plan.Desired{}, nil, err
+		}
+		file, err := plan.ParseFile(name, data)
+		if err != nil {
+			return plan.Desired{}, nil, err
+		}
+		if desired, err = file.Desired(); err != nil {
+			return plan.Desired{}, nil, err
+		}
+		if devices == "" {
+			devices = file.Devices
+		}
+	}
+	desired.AllowSharedGroups = desired.AllowSharedGroups || d.allowShared
+	var sels []pci.Selector
+	if devices != "" {
+		var err error
+		if sels, err = pci.ParseSelectors(devices); err != nil {
+			return plan.Desired{}, nil, fmt.Errorf("devices: %w", err)
+		}
+	}
+	inv, err := inventory.Build(h, sels)
+	if err != nil {
+		return plan.Desired{}, nil, err
+	}
+	g.warn(inv.Warnings)
+	return desired, inv, nil
+}
+
+// read returns the desired state file: --config from this machine, or the default file
+// of the host (so a snapshot carries its own).
+func (d *desiredFlags) read(h *host.Host) (string, []byte, error) {
+	if d.config != "" {
+		data, err := os.ReadFile(d.config)
+		if err != nil {
+			return "", nil, fmt.Errorf("--config: %w", err)
+		}
+		return d.config, data, nil
+	}
+	data, err := h.ReadFile(plan.DefaultConfig)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, fmt.Errorf("no desired state: give --vfio SELECTOR, or write %s (docs/split.toml shows how)", plan.DefaultConfig)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return plan.DefaultConfig, data, nil
+}
