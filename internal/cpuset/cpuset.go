@@ -118,22 +118,33 @@ func (s Set) String() string {
 	return b.String()
 }
 
-// Mask prints the set as the kernel prints a cpumask (local_cpus, node cpumap): 32-bit
-// words in hex, most significant first, separated by commas, for a machine of ncpus CPUs.
-func (s Set) Mask(ncpus int) string {
-	words := (ncpus + 31) / 32
-	if words == 0 {
-		words = 1
+// Mask prints the set as the kernel prints a bitmap of nbits bits with %*pb, as in
+// local_cpus, cpuaffinity and a node's cpumap, where nbits is the number of possible
+// CPUs (nr_cpu_ids): 32-bit chunks in hex, most significant first, separated by commas.
+// The first chunk has only as many digits as its bits need ("3" for 2 CPUs,
+// "0000,ffffffff" for 48); the others have 8. CPUs from nbits on are left out, and a
+// bitmap of no bits prints as nothing.
+func (s Set) Mask(nbits int) string {
+	if nbits <= 0 {
+		return ""
 	}
-	parts := make([]string, words)
-	for i := range words {
+	var b strings.Builder
+	chunk := nbits % 32
+	if chunk == 0 {
+		chunk = 32
+	}
+	for lo := (nbits+31)/32*32 - 32; lo >= 0; lo -= 32 {
 		var w uint32
-		for b := range 32 {
-			if s.Contains(i*32 + b) {
-				w |= 1 << b
+		for bit := range chunk {
+			if s.Contains(lo + bit) {
+				w |= 1 << bit
 			}
 		}
-		parts[words-1-i] = fmt.Sprintf("%08x", w)
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%0*x", (chunk+3)/4, w)
+		chunk = 32
 	}
-	return strings.Join(parts, ",")
+	return b.String()
 }

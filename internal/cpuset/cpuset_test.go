@@ -85,24 +85,41 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// Mask prints what the kernel's %*pb prints (lib/vsprintf.c, bitmap_string): the first
+// chunk only as wide as the bits left over need.
 func TestMask(t *testing.T) {
 	cases := []struct {
 		list  string
-		ncpus int
+		nbits int
 		want  string
 	}{
-		{"0-27,56-83", 112, "00000000,000fffff,ff000000,0fffffff"},
-		{"0-7", 8, "000000ff"},
+		// What a one- and a two-CPU QEMU guest show in local_cpus and node*/cpumap.
+		{"0", 1, "1"},
+		{"0-1", 2, "3"},
+		{"1", 2, "2"},
+		{"0-3", 6, "0f"},
+		{"0-7", 8, "ff"},
+		{"0-15", 16, "ffff"},
+		{"0-31", 32, "ffffffff"},
+		{"0-32", 33, "1,ffffffff"},
+		{"0-23", 48, "0000,00ffffff"},
+		{"0-27,56-83", 112, "0000,000fffff,ff000000,0fffffff"},
+		{"28-55,84-111", 112, "ffff,fff00000,00ffffff,f0000000"},
 		{"0-47,96-143", 192, "00000000,0000ffff,ffffffff,00000000,0000ffff,ffffffff"},
+		{"0-63,128-191", 256, "00000000,00000000,ffffffff,ffffffff,00000000,00000000,ffffffff,ffffffff"},
 		{"", 64, "00000000,00000000"},
+		{"", 1, "0"},
+		// CPUs past nbits are not part of the bitmap.
+		{"0-9", 4, "f"},
+		{"0-3", 0, ""},
 	}
 	for _, c := range cases {
 		s, err := Parse(c.list)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.Mask(c.ncpus); got != c.want {
-			t.Errorf("Mask(%q, %d) = %s, want %s", c.list, c.ncpus, got, c.want)
+		if got := s.Mask(c.nbits); got != c.want {
+			t.Errorf("Mask(%q, %d) = %s, want %s", c.list, c.nbits, got, c.want)
 		}
 	}
 }

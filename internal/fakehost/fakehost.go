@@ -2,7 +2,9 @@
 // description of its PCI topology, shaped like a real kernel's: device directories nested
 // under their host bridge and bridges, the /sys/bus/pci/devices, driver, IOMMU group and
 // pci_bus links with the relative targets the kernel uses, and the attribute files in the
-// kernel's formats. Tests and the sample host behind --demo are built with it.
+// kernel's formats. Tests and the sample host behind --demo are built with it, and
+// internal/vmtest checks what it lays out against snapshots of a real kernel's sysfs
+// taken in QEMU guests (testdata/vm).
 package fakehost
 
 import (
@@ -30,7 +32,10 @@ type Machine struct {
 	Nodes []Node
 	// IOMMU gives every device the iommu_group link of its Group; without it no device
 	// has one, as on a host booted without an IOMMU.
-	IOMMU     bool
+	IOMMU bool
+	// IOMMUType is every group's type: "identity" (the default: passthrough, as with
+	// iommu=pt), "DMA-FQ" (a Debian or Ubuntu kernel's default translation) or "DMA".
+	IOMMUType string
 	Bridges   []HostBridge
 	Processes []Process
 	// Files and Links add anything else: "/proc/cmdline", "/etc/pve/…".
@@ -38,6 +43,12 @@ type Machine struct {
 	Links map[string]string
 	// Drivers are PCI drivers that are registered whether or not they drive a device.
 	Drivers []string
+	// DriverModules names the module behind a driver, the target of its
+	// /sys/bus/pci/drivers/<driver>/module link; "" marks a driver built into the kernel
+	// without a /sys/module entry, which has no such link. A driver not listed here is
+	// looked up in knownModules, and failing that taken to be the module of its name
+	// with '-' written '_' ("vfio-pci": vfio_pci).
+	DriverModules map[string]string
 	// NvidiaVersion, when set, makes the nvidia driver's /proc/driver/nvidia and
 	// /sys/module/nvidia files, and an information file for each GPU it drives.
 	NvidiaVersion string
@@ -68,12 +79,34 @@ type Device struct {
 	Driver         string
 	Group          int // IOMMU group, when the machine has an IOMMU; NoGroup for none
 	// Link is the current link ("32.0 GT/s PCIe", 16); MaxSpeed/MaxWidth default to it.
-	// A device without Speed is conventional PCI and has no link files.
+	// A device without Speed is conventional PCI and has no link files. A port whose
+	// Link Capabilities are empty shows MaxSpeed "Unknown" and MaxWidth NoWidth.
 	Speed    string
 	Width    int
 	MaxSpeed string
 	MaxWidth int
 	BARs     []BAR
+	// Multifunction sets the multi-function bit of the header type in config space.
+	// Function 0 of a slot with other functions has it whether set or not (the kernel
+	// looks for no other function otherwise).
+	Multifunction bool
+	// ConfigSize is the length of the config file: 0 for 4096 on a PCIe device (one with
+	// Speed) and 256 on conventional PCI; 256 for a PCIe device too where the host
+	// bridge has no extended config space (i440fx).
+	ConfigSize int
+	// ResetMethod is the reset_method file: "" for "flr bus" on a PCIe device and no
+	// file on conventional PCI; NoReset for no file (no method: a root port).
+	ResetMethod string
+	// NoPM marks a function without the power management capability: d3cold_allowed
+	// is 0.
+	NoPM bool
+	// PowerState is the power_state file: "" for D0 on a device with a driver (which
+	// enabled it) and "unknown" on one without (never enabled).
+	PowerState string
+	// Reserved are IOMMU reserved regions of the device besides the MSI window, as lines
+	// of reserved_regions ("0x0000000000000000 0x0000000000ffffff direct-relaxable": the
+	// ISA DMA window Intel's IOMMU driver keeps for an ISA bridge); its group lists them.
+	Reserved []string
 	// Secondary is the bus number a bridge leads to; Children sit on it.
 	Secondary uint8
 	Children  []Device
@@ -93,6 +126,27 @@ type BAR struct {
 
 // NoGroup leaves a device without an IOMMU group, as the IOMMU's own function is.
 const NoGroup = -1
+
+// NoWidth is a MaxWidth the kernel prints as 0: a port whose Link Capabilities are empty.
+const NoWidth = -1
+
+// NoReset is a ResetMethod of a device with no reset method: the kernel shows no
+// reset_method file.
+const NoReset = "-"
+
+// knownModules are the modules of drivers not named after theirs, as distribution
+// kernels build them; "" for built in.
+var knownModules = map[string]string{
+	"pcieport":    "",
+	"xhci_hcd":    "xhci_pci",
+	"ehci-pci":    "ehci_pci",
+	"i801_smbus":  "i2c_i801",
+	"piix4_smbus": "i2c_piix4",
+	"bochs-drm":   "bochs",
+}
+
+// msiWindow is the IOMMU reserved region every group has on x86: the MSI address range.
+const msiWindow = "0x00000000fee00000 0x00000000feefffff msi"
 
 // Common resource flags: what x86 kernels print for typical BARs.
 const (
@@ -129,11 +183,21 @@ func (t *Tree) dir(p string)        { t.dirs[strings.TrimPrefix(p, "/")] = true 
 
 // link makes p a link to target, written relative to p's directory as the kernel does.
 func (t *Tree) link(p, target string) {
-	rel, err := filepath.Rel(path.Dir(p), target)
-	if err != nil {
-		panic(err)
+	t.links[strings.TrimPrefix(p, "/")] = relLink(path.Dir(p), target)
+}
+
+// relLink is target relative to dir as sysfs writes it (fs/sysfs/symlink.c): up from dir
+// to the closest directory that holds target's parent, then down. A link to a directory
+// above its own therefore climbs past it and names it: pci_bus/0000:00/device in
+// /sys/devices/pci0000:00 is "../../../pci0000:00", not "../..".
+func relLink(dir, target string) string {
+	parent := path.Dir(target)
+	base, up := dir, ""
+	for base != "/" && parent != base && !strings.HasPrefix(parent, base+"/") {
+		base = path.Dir(base)
+		up += "../"
 	}
-	t.links[strings.TrimPrefix(p, "/")] = rel
+	return up + strings.TrimPrefix(strings.TrimPrefix(target, base), "/")
 }
 
 // Build lays out the machine.
@@ -146,13 +210,14 @@ func (m Machine) Build() (*Tree, error) {
 }
 
 type builder struct {
-	m     Machine
-	t     *Tree
-	ncpus int
-	all   cpuset.Set
-	nodes map[int]cpuset.Set
-	seen  map[pci.Address]bool
-	gpus  []placed
+	m      Machine
+	t      *Tree
+	ncpus  int
+	all    cpuset.Set
+	nodes  map[int]cpuset.Set
+	seen   map[pci.Address]bool
+	gpus   []placed
+	groups map[int][]string // reserved regions of each IOMMU group
 }
 
 type placed struct {
@@ -164,6 +229,7 @@ type placed struct {
 func (b *builder) build() error {
 	b.nodes = map[int]cpuset.Set{}
 	b.seen = map[pci.Address]bool{}
+	b.groups = map[int][]string{}
 	var all []string
 	for _, n := range b.m.Nodes {
 		set, err := cpuset.Parse(n.CPUs)
@@ -171,7 +237,9 @@ func (b *builder) build() error {
 			return fmt.Errorf("node %d: %w", n.ID, err)
 		}
 		b.nodes[n.ID] = set
-		all = append(all, n.CPUs)
+		if set.Len() > 0 {
+			all = append(all, n.CPUs)
+		}
 		if cpus := set.CPUs(); len(cpus) > 0 && cpus[len(cpus)-1]+1 > b.ncpus {
 			b.ncpus = cpus[len(cpus)-1] + 1
 		}
@@ -186,6 +254,7 @@ func (b *builder) build() error {
 			return err
 		}
 	}
+	b.iommuGroups()
 	b.nvidia()
 	b.processes()
 	for p, body := range b.m.Files {
@@ -199,20 +268,29 @@ func (b *builder) build() error {
 
 // system writes the NUMA nodes and the PCI bus's own files.
 func (b *builder) system() {
-	var ids []string
+	var ids, withCPUs []string
 	for _, n := range b.m.Nodes {
 		dir := fmt.Sprintf("/sys/devices/system/node/node%d", n.ID)
 		b.t.file(dir+"/cpulist", b.nodes[n.ID].String()+"\n")
 		b.t.file(dir+"/cpumap", b.nodes[n.ID].Mask(b.ncpus)+"\n")
 		ids = append(ids, fmt.Sprint(n.ID))
+		if b.nodes[n.ID].Len() > 0 {
+			withCPUs = append(withCPUs, fmt.Sprint(n.ID))
+		}
 	}
-	online := strings.Join(ids, ",")
-	if s, err := cpuset.Parse(online); err == nil {
-		online = s.String()
+	list := func(ids []string) string {
+		if s, err := cpuset.Parse(strings.Join(ids, ",")); err == nil {
+			return s.String()
+		}
+		return strings.Join(ids, ",")
 	}
-	b.t.file("/sys/devices/system/node/online", online+"\n")
-	b.t.file("/sys/devices/system/node/possible", online+"\n")
+	online := list(ids)
+	for _, f := range []string{"online", "possible", "has_memory", "has_normal_memory"} {
+		b.t.file("/sys/devices/system/node/"+f, online+"\n")
+	}
+	b.t.file("/sys/devices/system/node/has_cpu", list(withCPUs)+"\n")
 	b.t.file("/sys/devices/system/cpu/online", b.all.String()+"\n")
+	b.t.file("/sys/devices/system/cpu/possible", b.all.String()+"\n")
 	b.t.file("/sys/bus/pci/drivers_autoprobe", "1\n")
 	b.t.file("/sys/bus/pci/drivers_probe", "")
 	b.t.file("/sys/bus/pci/rescan", "")
@@ -222,9 +300,8 @@ func (b *builder) system() {
 	for _, d := range b.m.Drivers {
 		b.driver(d)
 	}
-	if b.m.IOMMU {
-		b.t.dir("/sys/kernel/iommu_groups")
-	}
+	// The kernel makes the directory whether or not an IOMMU fills it.
+	b.t.dir("/sys/kernel/iommu_groups")
 }
 
 func (b *builder) hostBridge(hb HostBridge) error {
@@ -233,8 +310,17 @@ func (b *builder) hostBridge(hb HostBridge) error {
 	b.t.file(dir+"/uevent", "")
 	b.t.dir(dir + "/power")
 	b.pciBus(dir, hb.Domain, hb.Bus, hb.NUMA)
-	for _, d := range hb.Devices {
-		if err := b.device(dir, hb.Domain, hb.Bus, hb.NUMA, d); err != nil {
+	return b.devices(dir, hb.Domain, hb.Bus, hb.NUMA, hb.Devices)
+}
+
+// devices lays out the devices of one bus.
+func (b *builder) devices(parentDir string, domain uint32, bus uint8, numa int, devs []Device) error {
+	for _, d := range devs {
+		others := false
+		for _, o := range devs {
+			others = others || (o.Slot == d.Slot && o.Func != d.Func)
+		}
+		if err := b.device(parentDir, domain, bus, numa, d, d.Multifunction || (d.Func == 0 && others)); err != nil {
 			return err
 		}
 	}
@@ -261,7 +347,7 @@ func (b *builder) cpus(numa int) cpuset.Set {
 	return b.all
 }
 
-func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d Device) error {
+func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d Device, multifunction bool) error {
 	a := pci.Address{Domain: domain, Bus: bus, Device: d.Slot, Function: d.Func}
 	if d.Slot > 0x1f || d.Func > 7 {
 		return fmt.Errorf("device %04x:%02x:%02x.%x: slot or function out of range", domain, bus, d.Slot, d.Func)
@@ -284,16 +370,21 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 	t.file(dir+"/driver_override", "(null)\n")
 	t.file(dir+"/enable", map[bool]string{true: "1\n", false: "0\n"}[d.Driver != ""])
 	t.file(dir+"/irq", "0\n")
-	t.file(dir+"/d3cold_allowed", "1\n")
-	t.file(dir+"/power_state", "D0\n")
+	t.file(dir+"/d3cold_allowed", map[bool]string{true: "0\n", false: "1\n"}[d.NoPM])
+	power := d.PowerState
+	if power == "" {
+		power = map[bool]string{true: "D0", false: "unknown"}[d.Driver != ""]
+	}
+	t.file(dir+"/power_state", power+"\n")
 	t.file(dir+"/broken_parity_status", "0\n")
 	t.file(dir+"/msi_bus", "1\n")
+	t.file(dir+"/ari_enabled", "0\n")
 	t.file(dir+"/remove", "")
 	t.file(dir+"/rescan", "")
 	t.file(dir+"/modalias", modalias(d)+"\n")
 	t.file(dir+"/uevent", uevent(a, d))
 	t.file(dir+"/resource", resource(d))
-	t.file(dir+"/config", string(config(d)))
+	t.file(dir+"/config", string(config(d, bus, multifunction)))
 	t.dir(dir + "/power")
 	t.link(dir+"/subsystem", "/sys/bus/pci")
 	t.link("/sys/bus/pci/devices/"+a.String(), dir)
@@ -302,13 +393,22 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 		if maxSpeed == "" {
 			maxSpeed = d.Speed
 		}
-		if maxWidth == 0 {
+		switch maxWidth {
+		case 0:
 			maxWidth = d.Width
+		case NoWidth:
+			maxWidth = 0
 		}
 		t.file(dir+"/current_link_speed", d.Speed+"\n")
 		t.file(dir+"/current_link_width", fmt.Sprintf("%d\n", d.Width))
 		t.file(dir+"/max_link_speed", maxSpeed+"\n")
 		t.file(dir+"/max_link_width", fmt.Sprintf("%d\n", maxWidth))
+	}
+	switch reset := d.ResetMethod; {
+	case reset == NoReset:
+	case reset != "":
+		t.file(dir+"/reset_method", reset+"\n")
+	case d.Speed != "":
 		t.file(dir+"/reset_method", "flr bus\n")
 	}
 	if d.Driver != "" {
@@ -320,11 +420,15 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 		g := fmt.Sprintf("/sys/kernel/iommu_groups/%d", d.Group)
 		t.link(dir+"/iommu_group", g)
 		t.link(g+"/devices/"+a.String(), dir)
-		t.file(g+"/type", "identity\n")
-		t.file(g+"/reserved_regions", "0x00000000fee00000 0x00000000feefffff msi\n")
+		b.groups[d.Group] = append(b.groups[d.Group], d.Reserved...)
 	}
 	for _, bar := range d.BARs {
-		t.file(fmt.Sprintf("%s/resource%d", dir, bar.Index), "")
+		switch {
+		case bar.Index < 6:
+			t.file(fmt.Sprintf("%s/resource%d", dir, bar.Index), "")
+		case bar.Index == 6:
+			t.file(dir+"/rom", "")
+		}
 	}
 	if d.RDMA != "" {
 		t.file(dir+"/infiniband/"+d.RDMA+"/node_type", "1: CA\n")
@@ -336,10 +440,8 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 		t.file(dir+"/secondary_bus_number", fmt.Sprintf("%d\n", d.Secondary))
 		t.file(dir+"/subordinate_bus_number", fmt.Sprintf("%d\n", subordinate(d)))
 		b.pciBus(dir, domain, d.Secondary, numa)
-		for _, c := range d.Children {
-			if err := b.device(dir, domain, d.Secondary, numa, c); err != nil {
-				return err
-			}
+		if err := b.devices(dir, domain, d.Secondary, numa, d.Children); err != nil {
+			return err
 		}
 	} else if len(d.Children) > 0 {
 		return fmt.Errorf("device %s has children but is not a bridge (class 0x%06x)", a, d.Class)
@@ -347,13 +449,40 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 	return nil
 }
 
-// driver writes a driver's directory and returns its path.
+// driver writes a driver's directory, with the link to its module unless it is built
+// in, and returns its path.
 func (b *builder) driver(name string) string {
 	drv := "/sys/bus/pci/drivers/" + name
 	for _, f := range []string{"bind", "unbind", "new_id", "remove_id", "uevent"} {
 		b.t.file(drv+"/"+f, "")
 	}
+	module, ok := b.m.DriverModules[name]
+	if !ok {
+		if module, ok = knownModules[name]; !ok {
+			module = strings.ReplaceAll(name, "-", "_")
+		}
+	}
+	if module != "" {
+		b.t.dir("/sys/module/" + module)
+		b.t.link(drv+"/module", "/sys/module/"+module)
+	}
 	return drv
+}
+
+// iommuGroups writes each group's type and reserved regions: the MSI window and what
+// its devices reserve, in address order without repeats.
+func (b *builder) iommuGroups() {
+	typ := b.m.IOMMUType
+	if typ == "" {
+		typ = "identity"
+	}
+	for g, regions := range b.groups {
+		regions = append(slices.Clone(regions), msiWindow)
+		slices.Sort(regions)
+		dir := fmt.Sprintf("/sys/kernel/iommu_groups/%d", g)
+		b.t.file(dir+"/type", typ+"\n")
+		b.t.file(dir+"/reserved_regions", strings.Join(slices.Compact(regions), "\n")+"\n")
+	}
 }
 
 // subordinate is the highest bus number below a bridge.
@@ -404,22 +533,31 @@ func resource(d Device) string {
 	return s.String()
 }
 
-// config writes the first 64 bytes of config space (the part any user may read) and
-// zeros for the rest: 4096 bytes for PCIe, 256 for conventional PCI.
-func config(d Device) []byte {
-	n := 256
-	if d.Speed != "" {
+// config writes the identity part of config space and zeros for the rest: ids,
+// revision, class, header type (with the multi-function bit) and, for a bridge, its bus
+// numbers, for anything else its subsystem ids. It is 4096 bytes for PCIe, 256 for
+// conventional PCI, unless ConfigSize says otherwise.
+func config(d Device, bus uint8, multifunction bool) []byte {
+	n := d.ConfigSize
+	switch {
+	case n > 0:
+	case d.Speed != "":
 		n = 4096
+	default:
+		n = 256
 	}
-	c := make([]byte, n)
+	c := make([]byte, max(n, 64))
 	le16 := func(off int, v uint16) { c[off], c[off+1] = byte(v), byte(v>>8) }
 	le16(0, d.Vendor)
 	le16(2, d.Device)
 	c[8] = d.Rev
 	c[9], c[10], c[11] = byte(d.Class), byte(d.Class>>8), byte(d.Class>>16)
+	if multifunction {
+		c[0x0e] = 0x80
+	}
 	if d.Class>>8 == 0x0604 {
-		c[0x0e] = 0x01 // header type 1: bridge
-		c[0x19], c[0x1a] = d.Secondary, subordinate(d)
+		c[0x0e] |= 0x01 // header type 1: bridge
+		c[0x18], c[0x19], c[0x1a] = bus, d.Secondary, subordinate(d)
 	} else {
 		le16(0x2c, d.SubVendor)
 		le16(0x2e, d.SubDevice)

@@ -18,8 +18,8 @@ import (
 
 // Topology is a guest machine: its chipset, IOMMU, NUMA nodes and PCI devices.
 type Topology struct {
-	Name    string
-	Machine string // "q35" (the default) or "pc" (i440fx)
+	Name        string
+	MachineType string // "q35" (the default) or "pc" (i440fx): QEMU's -machine
 	// IOMMU adds an emulated Intel IOMMU: the kernel makes real IOMMU groups and
 	// devices can be bound to vfio-pci.
 	IOMMU bool
@@ -50,7 +50,7 @@ func (d Device) has(prop string) bool {
 
 // args returns QEMU's command line for the topology, without kernel and initramfs.
 func (t Topology) args() []string {
-	machine := t.Machine
+	machine := t.MachineType
 	if machine == "" {
 		machine = "q35"
 	}
@@ -109,6 +109,15 @@ func (t Topology) args() []string {
 		args = append(args, "-device", strings.Join(props, ","))
 	}
 	return args
+}
+
+// cmdline is the guest kernel's command line.
+func (t Topology) cmdline() string {
+	cmdline := "console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init"
+	if t.IOMMU {
+		cmdline += " intel_iommu=on"
+	}
+	return cmdline
 }
 
 // VM boots topologies with one initramfs setup: busybox, gpusplit and kernel modules.
@@ -188,11 +197,7 @@ func (v *VM) Run(ctx context.Context, topo Topology, script string) (*Result, er
 	if err := os.WriteFile(initrdPath, initrd, 0o644); err != nil {
 		return nil, err
 	}
-	cmdline := "console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init"
-	if topo.IOMMU {
-		cmdline += " intel_iommu=on"
-	}
-	args := append(topo.args(), "-kernel", v.Kernel.Image, "-initrd", initrdPath, "-append", cmdline)
+	args := append(topo.args(), "-kernel", v.Kernel.Image, "-initrd", initrdPath, "-append", topo.cmdline())
 	ctx, cancel := context.WithTimeout(ctx, v.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)

@@ -92,7 +92,7 @@ func FlatVM() Topology {
 
 // I440FX: the old PC chipset: every device on bus 0 of the one host bridge, no PCIe.
 func I440FX() Topology {
-	return Topology{Name: "i440fx", Machine: "pc", Devices: []Device{
+	return Topology{Name: "i440fx", MachineType: "pc", Devices: []Device{
 		nic("nica", "pci.0", "0x10"),
 		nic("nicb", "pci.0", "0x11"),
 		nic("nicc", "pci.0", "0x12"),

@@ -186,6 +186,8 @@ func TestTopologies(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// The fixture builder gives what this kernel shows for the same description.
+			checkSnapshot(t, "the snapshot taken in the guest", snap, builtSnapshot(t, topo))
 		})
 	}
 }
