@@ -1,0 +1,167 @@
+// Package bind carries out a plan on a host: it checks that nothing holds the devices and
+// that the target drivers exist, journals the prior state, moves each device by PCI
+// address with driver_override, unbind and drivers_probe, verifies the result, and rolls
+// back everything it changed when a step fails.
+package bind
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pci"
+)
+
+// Kernel is what a move needs from the kernel. Sysfs is the real one; tests use a fake
+// that follows the same rules.
+type Kernel interface {
+	// Present reports whether the device exists.
+	Present(a pci.Address) bool
+	// Driver is the driver bound to the device, "" when none.
+	Driver(a pci.Address) (string, error)
+	// Override is the device's driver_override, "" when unset.
+	Override(a pci.Address) (string, error)
+	// SetOverride writes driver_override: a driver name, "none", or "" to clear it.
+	SetOverride(a pci.Address, driver string) error
+	// Unbind detaches the device from its driver. It may block while something holds it.
+	Unbind(a pci.Address, driver string) error
+	// Probe asks the PCI core to bind the device (drivers_probe).
+	Probe(a pci.Address) error
+	// Loaded reports whether a PCI driver is registered.
+	Loaded(driver string) bool
+	// Loadable reports whether the module of a driver can be loaded, and says which.
+	Loadable(driver string) (module string, ok bool)
+	// Load loads the module of a driver.
+	Load(driver string) error
+	// VFIOReady reports whether /dev/vfio/<group> exists.
+	VFIOReady(group int) bool
+}
+
+// Sysfs is the kernel as a host's /sys shows it.
+type Sysfs struct {
+	H *host.Host
+}
+
+func devAttr(a pci.Address, attr string) string {
+	return "/sys/bus/pci/devices/" + a.String() + "/" + attr
+}
+
+// Present reports whether the device exists.
+func (s Sysfs) Present(a pci.Address) bool { return s.H.Exists("/sys/bus/pci/devices/" + a.String()) }
+
+// Driver is the device's bound driver.
+func (s Sysfs) Driver(a pci.Address) (string, error) { return s.H.LinkBase(devAttr(a, "driver")) }
+
+// Override reads driver_override; the kernel writes "(null)" when unset.
+func (s Sysfs) Override(a pci.Address) (string, error) {
+	v, err := s.H.ReadString(devAttr(a, "driver_override"))
+	if v == "(null)" {
+		v = ""
+	}
+	return v, err
+}
+
+// SetOverride writes driver_override; a lone newline clears it.
+func (s Sysfs) SetOverride(a pci.Address, driver string) error {
+	return s.write(devAttr(a, "driver_override"), driver+"\n")
+}
+
+// Unbind writes the address to the driver's unbind file.
+func (s Sysfs) Unbind(a pci.Address, driver string) error {
+	return s.write("/sys/bus/pci/drivers/"+driver+"/unbind", a.String())
+}
+
+// Probe writes the address to drivers_probe: the PCI core binds the device to the driver
+// its driver_override names, or to the first driver that matches it.
+func (s Sysfs) Probe(a pci.Address) error {
+	return s.write("/sys/bus/pci/drivers_probe", a.String())
+}
+
+// Loaded reports whether /sys/bus/pci/drivers/<driver> exists.
+func (s Sysfs) Loaded(driver string) bool { return s.H.IsDir("/sys/bus/pci/drivers/" + driver) }
+
+// VFIOReady reports whether the group's character device exists.
+func (s Sysfs) VFIOReady(group int) bool { return s.H.Exists(fmt.Sprintf("/dev/vfio/%d", group)) }
+
+// modules maps PCI driver names to module names where they differ beyond '-' and '_'.
+var modules = map[string]string{"xhci_hcd": "xhci_pci", "nvme": "nvme", "ahci": "ahci"}
+
+func moduleName(driver string) string {
+	if m, ok := modules[driver]; ok {
+		return m
+	}
+	return strings.ReplaceAll(driver, "-", "_")
+}
+
+// Loadable looks for the driver's module in modules.dep (or modules.builtin) of the
+// running kernel under the host's /lib/modules.
+func (s Sysfs) Loadable(driver string) (string, bool) {
+	mod := moduleName(driver)
+	release, err := s.H.ReadString("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return mod, false
+	}
+	for _, list := range []string{"modules.dep", "modules.builtin"} {
+		b, err := s.H.ReadFile("/lib/modules/" + release + "/" + list)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			file, _, _ := strings.Cut(line, ":")
+			base := path.Base(file)
+			if i := strings.Index(base, ".ko"); i > 0 && strings.ReplaceAll(base[:i], "-", "_") == mod {
+				return mod, true
+			}
+		}
+	}
+	return mod, false
+}
+
+// Load runs modprobe for the driver's module. Only the live host can load modules.
+func (s Sysfs) Load(driver string) error {
+	if s.H.Root() != "/" {
+		return fmt.Errorf("cannot load module %s for a host under --root %s", moduleName(driver), s.H.Root())
+	}
+	out, err := exec.Command("modprobe", moduleName(driver)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("modprobe %s: %v: %s", moduleName(driver), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// write writes one value to a sysfs attribute in a single write, as sysfs expects.
+func (s Sysfs) write(p, value string) error {
+	osPath, err := s.H.OSPath(p)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(osPath, os.O_WRONLY, 0)
+	if err != nil {
+		return explainWrite(p, err)
+	}
+	_, werr := f.Write([]byte(value))
+	cerr := f.Close()
+	if werr != nil {
+		return explainWrite(p, werr)
+	}
+	if cerr != nil {
+		return explainWrite(p, cerr)
+	}
+	return nil
+}
+
+func explainWrite(p string, err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("writing %s: permission denied; moving drivers needs root (run with sudo)", p)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("writing %s: %w", p, err)
+}
