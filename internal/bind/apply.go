@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -76,7 +77,7 @@ type HeldError struct {
 
 func (e *HeldError) Error() string {
 	var parts []string
-	for _, a := range slices.SortedFunc(mapKeys(e.Held), pci.Address.Compare) {
+	for _, a := range slices.SortedFunc(maps.Keys(e.Held), pci.Address.Compare) {
 		var who []string
 		for _, p := range e.Held[a] {
 			w := fmt.Sprintf("%s (pid %d)", p.Command, p.PID)
@@ -463,7 +464,7 @@ func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, held map[
 	})
 	if err == nil && len(res.Unrestored) > 0 {
 		var parts []string
-		for _, a := range slices.SortedFunc(mapKeys(res.Unrestored), pci.Address.Compare) {
+		for _, a := range slices.SortedFunc(maps.Keys(res.Unrestored), pci.Address.Compare) {
 			parts = append(parts, res.Unrestored[a].Error())
 		}
 		err = errors.New("could not restore every device: " + strings.Join(parts, "; "))
@@ -476,14 +477,4 @@ func driverName(d string) string {
 		return "none"
 	}
 	return d
-}
-
-func mapKeys[V any](m map[pci.Address]V) func(func(pci.Address) bool) {
-	return func(yield func(pci.Address) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }

@@ -46,6 +46,9 @@ type globals struct {
 	devices string
 	stdout  io.Writer
 	stderr  io.Writer
+	stdin   io.Reader
+	// terminal says whether stdin is a terminal, where a question can be asked.
+	terminal bool
 }
 
 // host opens the machine the command works on: the sample host, a snapshot or a directory.
@@ -88,6 +91,11 @@ func (g *globals) warn(warnings []string) {
 	}
 }
 
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
 func version() string {
 	if Version != "" {
 		return Version
@@ -120,7 +128,7 @@ func version() string {
 
 // New returns the root command, writing to stdout and stderr.
 func New(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdout: stdout, stderr: stderr}
+	g := &globals{stdout: stdout, stderr: stderr, stdin: os.Stdin, terminal: isTerminal(os.Stdin)}
 	root := &cobra.Command{
 		Use:   "gpusplit",
 		Short: "See, split and integrate the GPUs of a multi-GPU Linux or Proxmox VE host",
@@ -151,7 +159,7 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json (for snapshot: the archive to write)")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
-	root.AddCommand(newInventory(g), newTopo(g), newPlan(g), newSnapshot(g), selectorsTopic)
+	root.AddCommand(newInventory(g), newTopo(g), newPlan(g), newApply(g), newStatus(g), newRollback(g), newSnapshot(g), selectorsTopic)
 	return root
 }
 

@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+)
+
+// changeFlags are the flags of the commands that change bindings: apply and rollback.
+type changeFlags struct {
+	dryRun        bool
+	yes           bool
+	parallel      int
+	unbindTimeout time.Duration
+}
+
+func (c *changeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&c.dryRun, "dry-run", false, "print what would change, and change nothing")
+	f.BoolVarP(&c.yes, "yes", "y", false, "do not ask for confirmation (needed when not on a terminal)")
+	f.IntVar(&c.parallel, "parallel", 4, "how many IOMMU groups to move at once")
+	f.DurationVar(&c.unbindTimeout, "unbind-timeout", 15*time.Second, "give up on an unbind that does not return (the device is in use) after this long")
+}
+
+func (c *changeFlags) options(g *globals) bind.Options {
+	return bind.Options{UnbindTimeout: c.unbindTimeout, Parallel: c.parallel, Progress: progress(g)}
+}
+
+// confirm asks before the first change on a terminal; without one, --yes is required.
+func (c *changeFlags) confirm(g *globals, question string) error {
+	if c.yes {
+		return nil
+	}
+	if !g.terminal {
+		return errors.New("nothing was changed: standard input is not a terminal, so there is no one to ask; pass --yes to go ahead")
+	}
+	fmt.Fprintf(g.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(g.stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return errors.New("nothing was changed: not confirmed")
+	}
+	return nil
+}
+
+// progress prints each device's steps to standard error as they happen.
+func progress(g *globals) func(bind.Event) {
+	var mu sync.Mutex
+	return func(e bind.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Step {
+		case bind.StepDone:
+			fmt.Fprintf(g.stderr, "  %s  %s → %s  ok (%.2f s)\n", e.Device, orNone(e.From), toText(e.To), e.Elapsed.Seconds())
+		case bind.StepFailed:
+			fmt.Fprintf(g.stderr, "  %s  %s → %s  FAILED: %v\n", e.Device, orNone(e.From), toText(e.To), e.Err)
+		case bind.StepRestored:
+			fmt.Fprintf(g.stderr, "  %s  restored to %s\n", e.Device, orNone(e.To))
+		}
+	}
+}
+
+// signalContext is cancelled by Ctrl-C: no new device starts moving, and what moved is
+// put back.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt)
+}
+
+func newApply(g *globals) *cobra.Command {
+	var d desiredFlags
+	var c changeFlags
+	cmd := &cobra.Command{
+		Use:   "apply",
+		Short: "Move the GPUs to their drivers: checks, journal, verification, rollback on failure",
+		Long: `Carry out the plan (see gpusplit plan): move each device by PCI address with
+driver_override, unbind and drivers_probe, never new_id or vfio-pci.ids, so identical
+GPUs are told apart.
+
+Before the first change it refuses, changing nothing, when a device to move is held open
+(it names the processes and containers and how to release them), when a target driver is
+neither loaded nor loadable, or when another gpusplit is running. It writes a journal of
+the prior state to ` + bind.JournalPath + ` (gpusplit rollback undoes the apply), loads the
+modules it needs, moves independent IOMMU groups at once, gives up on an unbind that does
+not return, verifies each device (its driver, and /dev/vfio/<group> for vfio-pci), and if
+any step fails puts back every device it changed and says so.
+
+On a terminal it asks before changing anything; --yes skips the question and is needed
+without a terminal.`,
+		Example: `  sudo gpusplit apply --vfio numa:1
+  sudo gpusplit apply --config /etc/gpusplit/split.toml --yes
+  gpusplit --demo apply --vfio numa:1 --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			desired, inv, err := d.load(g, h)
+			if err != nil {
+				return err
+			}
+			p, err := plan.Make(inv, desired)
+			if err != nil {
+				return err
+			}
+			if c.dryRun || p.Empty() {
+				if g.json() {
+					return g.writeJSON(planJSON(inv.Root, p))
+				}
+				if err := writePlan(g.stdout, inv.Root, p); err != nil {
+					return err
+				}
+				if c.dryRun && !p.Empty() {
+					fmt.Fprintln(g.stdout, "\ndry run: nothing was changed.")
+				}
+				return nil
+			}
+			if !h.Writable() {
+				return fmt.Errorf("cannot apply to %s: %w", h.Root(), errSnapshot)
+			}
+			k := bind.Sysfs{H: h}
+			if err := bind.Check(k, p); err != nil {
+				return explainHeld(err)
+			}
+			if !g.json() {
+				if err := writePlan(g.stdout, inv.Root, p); err != nil {
+					return err
+				}
+				fmt.Fprintln(g.stdout)
+			}
+			if err := c.confirm(g, fmt.Sprintf("Move %d devices?", len(p.Moves))); err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			res, err := bind.Apply(ctx, h, k, p, c.options(g))
+			if g.json() {
+				if jerr := g.writeJSON(resultJSON(res, err)); jerr != nil {
+					return jerr
+				}
+			}
+			if err != nil {
+				return explainFailure(explainHeld(err), res)
+			}
+			if !g.json() {
+				fmt.Fprintf(g.stdout, "moved %d devices; the prior state is in %s (gpusplit rollback undoes it).\n", len(res.Moved), bind.JournalPath)
+				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
+			}
+			return nil
+		},
+	}
+	d.register(cmd)
+	c.register(cmd)
+	return cmd
+}
+
+var errSnapshot = errors.New("it is a snapshot, which cannot be changed; run on the host itself")
+
+// explainHeld adds to a refusal for held devices how to release each holder.
+func explainHeld(err error) error {
+	var held *bind.HeldError
+	if !errors.As(err, &held) {
+		return err
+	}
+	var lines []string
+	seen := map[int]bool{}
+	for _, a := range slices.SortedFunc(maps.Keys(held.Held), pci.Address.Compare) {
+		for _, p := range held.Held[a] {
+			if !seen[p.PID] {
+				seen[p.PID] = true
+				lines = append(lines, fmt.Sprintf("  %s: %s", holderText(p), release(p)))
+			}
+		}
+	}
+	return fmt.Errorf("%w\nrelease them, then run again:\n%s", err, strings.Join(lines, "\n"))
+}
+
+// explainFailure says, after a failed run, what was put back and what was not.
+func explainFailure(err error, res *bind.Result) error {
+	if res == nil || (len(res.Restored) == 0 && len(res.Unrestored) == 0) {
+		return err
+	}
+	msg := fmt.Sprintf("%v\nrestored %d devices to their prior drivers", err, len(res.Restored))
+	for _, a := range slices.SortedFunc(maps.Keys(res.Unrestored), pci.Address.Compare) {
+		msg += fmt.Sprintf("\nNOT restored: %s: %v", a, res.Unrestored[a])
+	}
+	return errors.New(msg)
+}
+
+type resultDoc struct {
+	Moved      []string          `json:"moved"`
+	Restored   []string          `json:"restored"`
+	Unrestored map[string]string `json:"unrestored"`
+	Error      string            `json:"error"`
+}
+
+func resultJSON(res *bind.Result, err error) resultDoc {
+	doc := resultDoc{Moved: []string{}, Restored: []string{}, Unrestored: map[string]string{}}
+	if res != nil {
+		for _, m := range res.Moved {
+			doc.Moved = append(doc.Moved, m.Device.String())
+		}
+		for _, a := range res.Restored {
+			doc.Restored = append(doc.Restored, a.String())
+		}
+		for a, e := range res.Unrestored {
+			doc.Unrestored[a.String()] = e.Error()
+		}
+	}
+	if err != nil {
+		doc.Error = err.Error()
+	}
+	return doc
+}
