@@ -36,7 +36,7 @@ func (o *Options) defaults() {
 		o.UnbindTimeout = 15 * time.Second
 	}
 	if o.BindTimeout == 0 {
-		o.BindTimeout = 10 * time.Second
+		o.BindTimeout = 5 * time.Second
 	}
 	if o.Parallel == 0 {
 		o.Parallel = 4
