@@ -126,6 +126,9 @@ type VM struct {
 	Busybox string   // a static busybox
 	Binary  string   // the static gpusplit binary, installed as /bin/gpusplit
 	Modules []string // modules to load at boot, with their dependencies
+	// Deferred modules are in the initramfs but left for the script to load, in order,
+	// with load_deferred: as a boot where udev and modprobe come later.
+	Deferred []string
 	Timeout time.Duration
 }
 
@@ -167,6 +170,11 @@ mkdir -p /tmp /run /var/lib
 for m in $(cat /etc/modules); do
 	insmod "/lib/modules/$m" || echo "@@INSMOD-FAILED $m"
 done
+load_deferred() {
+	for m in $(cat /etc/modules.deferred); do
+		insmod "/lib/modules/$m" || echo "@@INSMOD-FAILED $m"
+	done
+}
 emit() {
 	name=$1; shift
 	"$@" >/tmp/emit.out 2>/tmp/emit.err
@@ -237,21 +245,31 @@ func (v *VM) initramfs(script string) ([]byte, error) {
 	r.file("bin/gpusplit", 0o755, bin)
 	r.file("init", 0o755, []byte(initScript))
 	r.file("test.sh", 0o644, []byte(script))
-	order, err := v.Kernel.loadOrder(v.Modules)
-	if err != nil {
-		return nil, err
-	}
-	var list []string
-	for _, m := range order {
-		data, err := os.ReadFile(m.path)
+	loaded := map[string]bool{}
+	for _, set := range []struct {
+		list    string
+		modules []string
+	}{{"etc/modules", v.Modules}, {"etc/modules.deferred", v.Deferred}} {
+		order, err := v.Kernel.loadOrder(set.modules)
 		if err != nil {
 			return nil, err
 		}
-		name := filepath.Base(m.path)
-		r.file("lib/modules/"+name, 0o644, data)
-		list = append(list, name)
+		var list []string
+		for _, m := range order {
+			if loaded[m.name] {
+				continue
+			}
+			loaded[m.name] = true
+			data, err := os.ReadFile(m.path)
+			if err != nil {
+				return nil, err
+			}
+			name := filepath.Base(m.path)
+			r.file("lib/modules/"+name, 0o644, data)
+			list = append(list, name)
+		}
+		r.file(set.list, 0o644, []byte(strings.Join(list, "\n")+"\n"))
 	}
-	r.file("etc/modules", 0o644, []byte(strings.Join(list, "\n")+"\n"))
 	return r.bytes(), nil
 }
 
