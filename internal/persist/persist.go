@@ -72,7 +72,7 @@ func Files(pins []Pin, o Options) ([]File, error) {
 		drivers = []string{"nvidia", "amdgpu"}
 	}
 	data := struct {
-		Pins    []Pin
+		Pins []Pin
 		Options
 		Drivers   []string
 		PinScript string
@@ -99,8 +99,8 @@ func Files(pins []Pin, o Options) ([]File, error) {
 }
 
 var funcs = template.FuncMap{
-	"hex4": func(v uint16) string { return fmt.Sprintf("0x%04x", v) },
-	"join": strings.Join,
+	"hex4":    func(v uint16) string { return fmt.Sprintf("0x%04x", v) },
+	"join":    strings.Join,
 	"modname": func(s string) string { return strings.ReplaceAll(s, "-", "_") },
 }
 

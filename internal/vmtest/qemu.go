@@ -129,7 +129,7 @@ type VM struct {
 	// Deferred modules are in the initramfs but left for the script to load, in order,
 	// with load_deferred: as a boot where udev and modprobe come later.
 	Deferred []string
-	Timeout time.Duration
+	Timeout  time.Duration
 }
 
 // Result is what a guest's script brought back.
