@@ -1,0 +1,163 @@
+package persist
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// demoFiles are the boot-time files for the reference split of the sample host.
+func demoFiles(t *testing.T) ([]Pin, []File) {
+	t.Helper()
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sels, _ := pci.ParseSelectors("numa:1")
+	p, err := plan.Make(inv, plan.ForVFIO([][]pci.Selector{sels}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[pci.Address][2]uint16{}
+	for _, d := range inv.Tree.Devices {
+		ids[d.Address] = [2]uint16{d.VendorID, d.DeviceID}
+	}
+	pins := Pins(p, ids)
+	files, err := Files(pins, Options{Binary: "/usr/local/bin/gpusplit", Config: plan.DefaultConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pins, files
+}
+
+func TestGolden(t *testing.T) {
+	_, files := demoFiles(t)
+	for _, f := range files {
+		golden := filepath.Join("testdata", filepath.Base(f.Path)+".golden")
+		if *update {
+			if err := os.WriteFile(golden, []byte(f.Content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Content != string(want) {
+			t.Errorf("%s differs from %s (go test ./internal/persist -update rewrites it):\n%s", f.Path, golden, f.Content)
+		}
+	}
+}
+
+func TestPins(t *testing.T) {
+	pins, files := demoFiles(t)
+	got := map[string]string{}
+	for _, p := range pins {
+		got[p.Device.String()] = p.Driver
+	}
+	for _, bus := range []string{"01", "11", "61", "71"} {
+		if got["0000:"+bus+":00.0"] != "nvidia" {
+			t.Errorf("GPU %s is pinned to %q, want nvidia", bus, got["0000:"+bus+":00.0"])
+		}
+		if d, ok := got["0000:"+bus+":00.1"]; ok {
+			t.Errorf("the audio function of host GPU %s is pinned to %s: it should go to its own driver", bus, d)
+		}
+	}
+	for _, bus := range []string{"81", "91", "e1", "f1"} {
+		for _, fn := range []string{".0", ".1"} {
+			if got["0000:"+bus+":00"+fn] != "vfio-pci" {
+				t.Errorf("%s:00%s is pinned to %q, want vfio-pci", bus, fn, got["0000:"+bus+":00"+fn])
+			}
+		}
+	}
+	// Every pin carries its guards: the address and the ids it was made for.
+	rule := regexp.MustCompile(`^ACTION=="add", SUBSYSTEM=="pci", KERNEL=="(0000:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])", ATTR\{vendor\}=="0x10de", ATTR\{device\}=="0x(2bb1|22e8)", ATTR\{driver_override\}="(vfio-pci|nvidia)"$`)
+	script := regexp.MustCompile(`^pin (0000:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) 0x10de 0x(2bb1|22e8) (vfio-pci|nvidia)$`)
+	for _, f := range files {
+		var re *regexp.Regexp
+		switch f.Path {
+		case UdevRule:
+			re = rule
+		case PinScript:
+			re = script
+		default:
+			continue
+		}
+		n := 0
+		for _, line := range strings.Split(f.Content, "\n") {
+			if strings.HasPrefix(line, "ACTION") || strings.HasPrefix(line, "pin ") {
+				n++
+				if m := re.FindStringSubmatch(line); m == nil || got[m[1]] != m[3] {
+					t.Errorf("%s: %q is not a guarded pin of the plan", f.Path, line)
+				}
+			}
+		}
+		if n != len(pins) {
+			t.Errorf("%s has %d pins, want %d", f.Path, n, len(pins))
+		}
+	}
+}
+
+func TestInstallRemove(t *testing.T) {
+	dir := t.TempDir()
+	h, err := host.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, files := demoFiles(t)
+	changes, err := Install(h, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		if c.Action != "written" {
+			t.Errorf("%s %s on a fresh host", c.Path, c.Action)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, PinScript))
+	if err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("pin script mode %v, %v", fi.Mode(), err)
+	}
+	if len(Installed(h)) != 4 {
+		t.Errorf("installed %d files", len(Installed(h)))
+	}
+	again, _ := Install(h, files)
+	for _, c := range again {
+		if c.Action != "unchanged" {
+			t.Errorf("second install: %s %s", c.Path, c.Action)
+		}
+	}
+	removed, err := Remove(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range removed {
+		if c.Action != "removed" {
+			t.Errorf("remove: %s %s", c.Path, c.Action)
+		}
+	}
+	if len(Installed(h)) != 0 {
+		t.Error("files left after remove")
+	}
+	if snap, err := host.OpenArchive("demo", strings.NewReader("")); err == nil {
+		if _, err := Install(snap, files); err == nil {
+			t.Error("installed into a snapshot")
+		}
+	}
+}
