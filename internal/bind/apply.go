@@ -109,6 +109,7 @@ func (e *HungError) Error() string {
 
 // Result says what a run did.
 type Result struct {
+	Elapsed  time.Duration // from the journal to the end
 	Moved    []plan.Move
 	Restored []pci.Address // on failure: the devices put back as they were
 	// Unrestored are devices a failed run could not put back, with why.
@@ -186,6 +187,8 @@ func Apply(ctx context.Context, h *host.Host, k Kernel, p *plan.Plan, opts Optio
 		}
 	}
 
+	start := time.Now()
+	defer func() { res.Elapsed = time.Since(start) }()
 	r := runner{k: k, opts: opts}
 	failure := r.run(ctx, p.Groups(), func(m plan.Move) error { return r.move(m) })
 	res.Moved = r.done

@@ -397,3 +397,24 @@ func TestReadJournalErrors(t *testing.T) {
 		t.Errorf("damaged journal: %v", err)
 	}
 }
+
+func TestWriteErrorsSayWhatToDo(t *testing.T) {
+	err := explainWrite("/sys/bus/pci/drivers_probe", &os.PathError{Op: "open", Path: "/x", Err: os.ErrPermission})
+	if !strings.Contains(err.Error(), "needs root") || !strings.Contains(err.Error(), "/sys/bus/pci/drivers_probe") {
+		t.Errorf("permission: %v", err)
+	}
+	// A real write into a directory root: the value lands in the file, under the root.
+	h, dir := tempHost(t)
+	os.MkdirAll(filepath.Join(dir, "sys/bus/pci"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sys/bus/pci/drivers_probe"), nil, 0o644)
+	a, _ := pci.ParseAddress("0000:81:00.0")
+	if err := (Sysfs{H: h}).Probe(a); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "sys/bus/pci/drivers_probe")); string(b) != "0000:81:00.0" {
+		t.Errorf("drivers_probe holds %q", b)
+	}
+	if err := (Sysfs{H: h}).SetOverride(a, "vfio-pci"); err == nil || !strings.Contains(err.Error(), "driver_override") {
+		t.Errorf("override of a missing device: %v", err)
+	}
+}

@@ -201,6 +201,7 @@ func explainFailure(err error, res *bind.Result) error {
 }
 
 type resultDoc struct {
+	Seconds    float64           `json:"seconds"` // from the first change to the end
 	Moved      []string          `json:"moved"`
 	Restored   []string          `json:"restored"`
 	Unrestored map[string]string `json:"unrestored"`
@@ -210,6 +211,7 @@ type resultDoc struct {
 func resultJSON(res *bind.Result, err error) resultDoc {
 	doc := resultDoc{Moved: []string{}, Restored: []string{}, Unrestored: map[string]string{}}
 	if res != nil {
+		doc.Seconds = res.Elapsed.Seconds()
 		for _, m := range res.Moved {
 			doc.Moved = append(doc.Moved, m.Device.String())
 		}

@@ -25,6 +25,16 @@ type Tree struct {
 	index    map[Address]*Device
 }
 
+// NewTree makes a tree of devices, as a scan does: in address order, indexed.
+func NewTree(devs []*Device, warnings []string) *Tree {
+	t := &Tree{Devices: slices.Clone(devs), Warnings: warnings, index: map[Address]*Device{}}
+	slices.SortFunc(t.Devices, func(x, y *Device) int { return x.Address.Compare(y.Address) })
+	for _, d := range t.Devices {
+		t.index[d.Address] = d
+	}
+	return t
+}
+
 // Lookup returns the device at a, or nil.
 func (t *Tree) Lookup(a Address) *Device { return t.index[a] }
 
@@ -67,7 +77,8 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 		}
 		return nil, fmt.Errorf("listing PCI devices: %w", err)
 	}
-	t := &Tree{index: map[Address]*Device{}}
+	t := &Tree{}
+	var devs []*Device
 	for _, name := range entries {
 		a, ok := isSysfsAddress(name)
 		if !ok {
@@ -79,11 +90,9 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 			t.warnf("%s: %v; device skipped", a, err)
 			continue
 		}
-		t.Devices = append(t.Devices, d)
-		t.index[a] = d
+		devs = append(devs, d)
 	}
-	slices.SortFunc(t.Devices, func(x, y *Device) int { return x.Address.Compare(y.Address) })
-	return t, nil
+	return NewTree(devs, t.Warnings), nil
 }
 
 func (t *Tree) warnf(format string, args ...any) {
