@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -297,4 +298,27 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("a file that parses must give a desired state: %v", err)
 		}
 	})
+}
+
+// The documented example parses, and plans the reference split on the sample host.
+func TestDocumentedExample(t *testing.T) {
+	data, err := os.ReadFile("../../docs/split.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseFile("docs/split.toml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Desired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Make(demo(t), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Moves) != 8 || p.Moves[0].Device.String() != "0000:81:00.0" || len(f.Groups) != 2 || f.Groups[1].VMs[0] != 131 {
+		t.Errorf("docs/split.toml plans %v", moves(p.Moves))
+	}
 }
