@@ -17,7 +17,6 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/pci"
-	"github.com/gpusplit/gpusplit/internal/plan"
 )
 
 // changeFlags are the flags of the commands that change bindings: apply and rollback.
@@ -104,15 +103,7 @@ without a terminal.`,
   gpusplit --demo apply --vfio numa:1 --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.host()
-			if err != nil {
-				return err
-			}
-			desired, inv, err := d.load(g, h)
-			if err != nil {
-				return err
-			}
-			p, err := plan.Make(inv, desired)
+			h, inv, p, err := d.plan(g)
 			if err != nil {
 				return err
 			}

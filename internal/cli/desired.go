@@ -81,6 +81,23 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	return desired, inv, nil
 }
 
+// plan opens the host and plans the desired state on it.
+func (d *desiredFlags) plan(g *globals) (*host.Host, *inventory.Inventory, *plan.Plan, error) {
+	h, err := g.host()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	desired, inv, err := d.load(g, h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, err := plan.Make(inv, desired)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return h, inv, p, nil
+}
+
 // read returns the desired state file: --config from this machine, or the default file
 // of the host (so a snapshot carries its own).
 func (d *desiredFlags) read(h *host.Host) (string, []byte, error) {

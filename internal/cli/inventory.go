@@ -33,19 +33,10 @@ listed as well as those on nvidia.`,
   gpusplit inventory -o json | jq '.gpus[] | {address, numa_node, driver}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sels, err := g.selectors()
+			h, inv, err := g.inventory()
 			if err != nil {
 				return err
 			}
-			h, err := g.host()
-			if err != nil {
-				return err
-			}
-			inv, err := inventory.Build(h, sels)
-			if err != nil {
-				return err
-			}
-			g.warn(inv.Warnings)
 			numa := topo.NUMANodes(h)
 			if g.json() {
 				return g.writeJSON(inventoryJSON(inv, numa))

@@ -30,15 +30,7 @@ When everything is in place the plan is empty and says so.`,
   gpusplit plan --config split.toml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.host()
-			if err != nil {
-				return err
-			}
-			desired, inv, err := d.load(g, h)
-			if err != nil {
-				return err
-			}
-			p, err := plan.Make(inv, desired)
+			_, inv, p, err := d.plan(g)
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
@@ -72,6 +73,24 @@ func (g *globals) selectors() ([]pci.Selector, error) {
 		return nil, fmt.Errorf("--devices: %w", err)
 	}
 	return sels, nil
+}
+
+// inventory opens the host and builds its inventory with --devices, printing warnings.
+func (g *globals) inventory() (*host.Host, *inventory.Inventory, error) {
+	sels, err := g.selectors()
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := g.host()
+	if err != nil {
+		return nil, nil, err
+	}
+	inv, err := inventory.Build(h, sels)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.warn(inv.Warnings)
+	return h, inv, nil
 }
 
 func (g *globals) json() bool { return g.output == "json" }

@@ -23,15 +23,7 @@ drift, listing what is out of place: fit for monitoring and for the boot-time un
   gpusplit status --vfio numa:1 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := g.host()
-			if err != nil {
-				return err
-			}
-			desired, inv, err := d.load(g, h)
-			if err != nil {
-				return err
-			}
-			p, err := plan.Make(inv, desired)
+			_, inv, p, err := d.plan(g)
 			if err != nil {
 				return err
 			}

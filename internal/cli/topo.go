@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
@@ -29,19 +28,10 @@ none), where nvidia-smi sees nothing. NVLink (NV#) is not visible from sysfs.
 			if format != "matrix" && format != "dot" {
 				return fmt.Errorf("--format %q: the format is matrix or dot", format)
 			}
-			sels, err := g.selectors()
+			h, inv, err := g.inventory()
 			if err != nil {
 				return err
 			}
-			h, err := g.host()
-			if err != nil {
-				return err
-			}
-			inv, err := inventory.Build(h, sels)
-			if err != nil {
-				return err
-			}
-			g.warn(inv.Warnings)
 			var gpus []*pci.Device
 			for _, gp := range inv.GPUs {
 				gpus = append(gpus, gp.Device)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/cpuset"
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
 
@@ -679,4 +680,16 @@ func (t *Tree) sorted() []string {
 	}
 	slices.Sort(all)
 	return slices.Compact(all)
+}
+
+// Open lays the machine out in dir, which must exist, and returns the host rooted there.
+func (m Machine) Open(dir string) (*host.Host, error) {
+	tree, err := m.Build()
+	if err != nil {
+		return nil, err
+	}
+	if err := tree.WriteDir(dir); err != nil {
+		return nil, err
+	}
+	return host.Open(dir)
 }

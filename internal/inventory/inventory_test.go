@@ -13,15 +13,8 @@ import (
 
 func writeHost(t *testing.T, m fakehost.Machine) (*host.Host, string) {
 	t.Helper()
-	tree, err := m.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := tree.WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.Open(dir)
+	h, err := m.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/fakehost"
-	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
@@ -149,15 +148,7 @@ func hostWithSharedGroups(t *testing.T) *inventory.Inventory {
 			gpu(2, 2), gpu(3, 2),
 		}}},
 	}
-	tree, err := m.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := tree.WriteDir(dir); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.Open(dir)
+	h, err := m.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
