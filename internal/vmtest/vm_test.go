@@ -182,7 +182,13 @@ func TestTopologies(t *testing.T) {
 			checkGuest(t, topo, want, res)
 			snap := output(t, res, "snapshot")
 			if *update {
-				if err := os.WriteFile(filepath.Join("..", "..", "testdata", "vm", topo.Name+".tar.gz"), snap, 0o644); err != nil {
+				// The snapshot, and which address each described NIC got (by its MAC),
+				// for the tests that check the captures without QEMU.
+				dir := filepath.Join("..", "..", "testdata", "vm")
+				if err := os.WriteFile(filepath.Join(dir, topo.Name+".tar.gz"), snap, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, topo.Name+".macs"), output(t, res, "macs"), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
