@@ -103,10 +103,11 @@ without a terminal.`,
   gpusplit --demo apply --vfio numa:1 --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, inv, p, err := d.plan(g)
+			pl, err := d.plan(g)
 			if err != nil {
 				return err
 			}
+			h, inv, p := pl.h, pl.inv, pl.plan
 			if c.dryRun || p.Empty() {
 				if g.json() {
 					return g.writeJSON(planJSON(inv.Root, p))

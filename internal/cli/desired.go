@@ -81,21 +81,29 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	return desired, inv, nil
 }
 
+// planned is a desired state planned on a host.
+type planned struct {
+	h       *host.Host
+	inv     *inventory.Inventory
+	desired plan.Desired
+	plan    *plan.Plan
+}
+
 // plan opens the host and plans the desired state on it.
-func (d *desiredFlags) plan(g *globals) (*host.Host, *inventory.Inventory, *plan.Plan, error) {
+func (d *desiredFlags) plan(g *globals) (*planned, error) {
 	h, err := g.host()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	desired, inv, err := d.load(g, h)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	p, err := plan.Make(inv, desired)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return h, inv, p, nil
+	return &planned{h: h, inv: inv, desired: desired, plan: p}, nil
 }
 
 // read returns the desired state file: --config from this machine, or the default file

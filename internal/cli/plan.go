@@ -30,10 +30,11 @@ When everything is in place the plan is empty and says so.`,
   gpusplit plan --config split.toml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, inv, p, err := d.plan(g)
+			pl, err := d.plan(g)
 			if err != nil {
 				return err
 			}
+			inv, p := pl.inv, pl.plan
 			if g.json() {
 				return g.writeJSON(planJSON(inv.Root, p))
 			}

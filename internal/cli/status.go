@@ -23,10 +23,11 @@ drift, listing what is out of place: fit for monitoring and for the boot-time un
   gpusplit status --vfio numa:1 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, inv, p, err := d.plan(g)
+			pl, err := d.plan(g)
 			if err != nil {
 				return err
 			}
+			inv, p := pl.inv, pl.plan
 			if g.json() {
 				doc := planJSON(inv.Root, p)
 				if err := g.writeJSON(struct {

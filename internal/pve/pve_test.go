@@ -1,0 +1,461 @@
+package pve
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+func read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Proxmox's own examples read and write back byte for byte.
+func TestExamplesRoundTrip(t *testing.T) {
+	pciCfg := read(t, "pci.cfg.example")
+	f, err := ParseMappings("pci.cfg", pciCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.String() != pciCfg {
+		t.Error("pci.cfg example does not round-trip")
+	}
+	if m := f.Mapping("gpu-a100"); m == nil || len(m.Maps) != 3 || len(m.NodeMaps("pve1")) != 2 || m.Props["description"] != "A100 pool for training VMs" {
+		t.Errorf("gpu-a100: %+v", m)
+	}
+	if m := f.Mapping("rtx4090-ws"); m == nil || m.Maps[0].Path != "0000:01:00" || m.Maps[0].SubsystemID != "1043:889d" || m.Props["mdev"] != "0" {
+		t.Errorf("rtx4090-ws: %+v", m)
+	}
+	for _, c := range []struct{ file, kind string }{{"131.conf.example", QEMU}, {"200.conf.example", LXC}, {"raw.conf.example", LXC}} {
+		text := read(t, c.file)
+		g, err := ParseGuest(c.file, c.kind, 1, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.String() != text {
+			t.Errorf("%s does not round-trip", c.file)
+		}
+	}
+	vm, _ := ParseGuest("131", QEMU, 131, read(t, "131.conf.example"))
+	if v, _ := vm.Get("hostpci2"); v != "0000:ca:00.0,pcie=1,rombar=0" {
+		t.Errorf("hostpci2 = %q", v)
+	}
+	// Keys after [PENDING] and in snapshots are not the main section's.
+	if v, ok := vm.Get("hostpci3"); ok {
+		t.Errorf("hostpci3 of [PENDING] read as a main key: %q", v)
+	}
+	ct, _ := ParseGuest("200", LXC, 200, read(t, "200.conf.example"))
+	if n := ct.Numbered("dev"); len(n) != 9 || DevPath(n[4].Value) != "/dev/nvidiactl" {
+		t.Errorf("dev entries %v", n)
+	}
+}
+
+// The traps of pci.cfg are refused with the line, never silently changed.
+func TestMappingTraps(t *testing.T) {
+	good := "m1\n\tmap id=10de:2bb1,node=n1,path=0000:01:00.0\n\nm2\n\tmap id=10de:2bb1,node=n1,path=0000:02:00.0\n\n"
+	if _, err := ParseMappings("pci.cfg", good); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, text string
+		line       int
+		want       string
+	}{
+		{"blank line of spaces", strings.Replace(good, "\n\nm2", "\n  \nm2", 1), 3, "merges the next section"},
+		{"CRLF blank line", strings.Replace(good, "\n\nm2", "\n\r\nm2", 1), 3, "carriage return"},
+		{"no blank line", strings.Replace(good, "\n\nm2", "\nm2", 1), 3, "without an empty line"},
+		{"upper-case path", strings.Replace(good, "0000:01:00.0", "0000:0A:00.0", 1), 2, "upper case"},
+		{"no valid map", "m1\n\tdescription x\n\n", 1, "no valid map line"},
+		{"duplicate id", good + "m1\n\tmap id=10de:2bb1,node=n1,path=0000:03:00.0\n\n", 7, "defined twice (first on line 1)"},
+		{"unknown key", strings.Replace(good, "\tmap id=10de:2bb1,node=n1,path=0000:02:00.0", "\tmap id=10de:2bb1,node=n1,path=0000:02:00.0\n\tbogus 1", 1), 6, "unknown key"},
+		{"mdev yes", strings.Replace(good, "\n\nm2", "\n\tmdev yes\n\nm2", 1), 3, "only 0 or 1"},
+		{"bad id", "9x\n\tmap id=10de:2bb1,node=n1,path=0000:01:00.0\n\n", 1, "not a mapping id"},
+		{"map without node", "m1\n\tmap id=10de:2bb1,path=0000:01:00.0\n\n", 2, "lacks node"},
+		{"empty value", "m1\n\tmap id=,node=n1,path=0000:01:00.0\n\n", 2, "not key=value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseMappings("pci.cfg", c.text)
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != c.line || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want line %d saying %q", err, c.line, c.want)
+			}
+		})
+	}
+	// Comments are kept, though Proxmox would drop them.
+	commented := "# GPUs of the lab\n" + good
+	if f, err := ParseMappings("pci.cfg", commented); err != nil || f.String() != commented {
+		t.Errorf("comments: %v", err)
+	}
+}
+
+func TestSetNodeMaps(t *testing.T) {
+	f, err := ParseMappings("pci.cfg", read(t, "pci.cfg.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := MapEntry{Node: "pve1", Path: "0000:31:00.0", ID: "10de:20b0", SubsystemID: "10de:134f", IOMMUGroup: "41"}
+	if err := f.SetNodeMaps("gpu-a100", "pve1", []MapEntry{e}, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(read(t, "pci.cfg.example"), "\tmap id=10de:20b0,iommugroup=23,node=pve1,path=0000:17:00.0,subsystem-id=10de:134f\n", "", 1)
+	if f.String() != want {
+		t.Errorf("after dropping one pve1 entry:\n%s", f.String())
+	}
+	// A new mapping goes at the end, in Proxmox's form.
+	if err := f.SetNodeMaps("a100-vm", "pve1", []MapEntry{{Node: "pve1", Path: "0000:17:00.0", ID: "10de:20b0", SubsystemID: "10de:134f", IOMMUGroup: "23"}}, "A100 for VMs"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(f.String(), "\n\na100-vm\n\tmap id=10de:20b0,iommugroup=23,node=pve1,path=0000:17:00.0,subsystem-id=10de:134f\n\tdescription A100 for VMs\n\n") {
+		t.Errorf("new mapping:\n%s", f.String())
+	}
+	// A mapping left without entries goes; other nodes' entries keep it alive.
+	if err := f.SetNodeMaps("a100-vm", "pve1", nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if f.Mapping("a100-vm") != nil || f.String() != want {
+		t.Errorf("empty mapping not removed:\n%s", f.String())
+	}
+	if err := f.SetNodeMaps("gpu-a100", "pve1", nil, ""); err != nil || len(f.Mapping("gpu-a100").Maps) != 1 {
+		t.Errorf("pve2's entry should keep gpu-a100: %v", err)
+	}
+}
+
+func TestGuestEdits(t *testing.T) {
+	g, _ := ParseGuest("131", QEMU, 131, read(t, "131.conf.example"))
+	g.Set("hostpci1", "mapping=gpu-a100-vm,pcie=1")
+	g.Set("onboot", "1") // a new key goes in sorted order
+	g.Delete("balloon")
+	out := g.String()
+	for _, want := range []string{"hostpci1: mapping=gpu-a100-vm,pcie=1\nhostpci2", "numa1: cpus=16-31,hostnodes=1,memory=65536,policy=bind\nonboot: 1\nostype: l26", "args: -global q35-pcihost.pci-hole64-size=2048G\nbios: ovmf"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("edited config lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.HasSuffix(out, read(t, "131.conf.example")[strings.Index(read(t, "131.conf.example"), "\n[PENDING]"):]) {
+		t.Error("the pending section and the snapshot changed")
+	}
+	ct, _ := ParseGuest("raw", LXC, 1, read(t, "raw.conf.example"))
+	ct.Set("cores", "8")
+	ct.AddRaw("lxc.mount.entry", "/dev/nvidia2 dev/nvidia2 none bind,optional,create=file")
+	lines := strings.Split(ct.String(), "\n")
+	if lines[0] != "cores: 8" || !strings.HasPrefix(lines[len(lines)-2], "lxc.mount.entry: /dev/nvidia2") {
+		t.Errorf("raw config:\n%s", ct.String())
+	}
+	if ct.FreeIndex("dev") != 0 {
+		t.Error("FreeIndex")
+	}
+}
+
+func demo(t *testing.T) (*host.Host, *inventory.Inventory) {
+	t.Helper()
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, inv
+}
+
+func syncDemo(t *testing.T, d plan.Desired) map[string]Change {
+	t.Helper()
+	h, inv := demo(t)
+	p, err := plan.Make(inv, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := Sync(h, inv, p, d, SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Change{}
+	for _, c := range changes {
+		out[c.Path] = c
+	}
+	return out
+}
+
+func vfio(t *testing.T, sel string) plan.Desired {
+	sels, err := pci.ParseSelectors(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan.ForVFIO([][]pci.Selector{sels})
+}
+
+// The reference case: after --vfio numa:1, pro6000 keeps 01, 11, 61, 71; pro6000-vm gets
+// 81, 91, e1, f1 with their groups and subsystem ids; other mappings and other nodes'
+// entries are untouched; container 129 keeps the four NUMA-0 GPUs only; VM 131 moves to
+// pro6000-vm with its guest NUMA node on host node 1.
+func TestSyncDemo(t *testing.T) {
+	changes := syncDemo(t, vfio(t, "numa:1"))
+	mc, ok := changes[MappingPath]
+	if !ok {
+		t.Fatal("no mapping change")
+	}
+	f, err := ParseMappings(MappingPath, mc.New)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := ParseMappings(MappingPath, mc.Old)
+	paths := func(m *Mapping, node string) []string {
+		var out []string
+		for _, e := range m.NodeMaps(node) {
+			out = append(out, e.Path+" "+e.IOMMUGroup+" "+e.SubsystemID+" "+e.ID)
+		}
+		return out
+	}
+	if got := strings.Join(paths(f.Mapping("pro6000"), "kpro6"), "|"); got != "0000:01:00 10 10de:204b 10de:2bb1|0000:11:00 28 10de:204b 10de:2bb1|0000:61:00 42 10de:204b 10de:2bb1|0000:71:00 61 10de:204b 10de:2bb1" {
+		t.Errorf("pro6000 on kpro6: %s", got)
+	}
+	if got := strings.Join(paths(f.Mapping("pro6000-vm"), "kpro6"), "|"); got != "0000:81:00 72 10de:204b 10de:2bb1|0000:91:00 90 10de:204b 10de:2bb1|0000:e1:00 101 10de:204b 10de:2bb1|0000:f1:00 117 10de:204b 10de:2bb1" {
+		t.Errorf("pro6000-vm on kpro6: %s", got)
+	}
+	if strings.Join(paths(f.Mapping("pro6000"), "kpro7"), "|") != strings.Join(paths(old.Mapping("pro6000"), "kpro7"), "|") || len(paths(f.Mapping("pro6000"), "kpro7")) != 2 {
+		t.Error("kpro7's entries changed")
+	}
+	if a, b := f.Mapping("a6000-ws"), old.Mapping("a6000-ws"); a == nil || len(a.Maps) != len(b.Maps) || !strings.Contains(mc.New, "a6000-ws\n\tmap id=10de:2230,iommugroup=24,node=kpro5,path=0000:41:00.0,subsystem-id=10de:1459\n") {
+		t.Error("a6000-ws changed")
+	}
+	// Proxmox's check passes for every entry of this node.
+	_, inv := demo(t)
+	for _, m := range f.Mappings {
+		for _, e := range m.NodeMaps("kpro6") {
+			if probs := Check(inv.Tree, e); len(probs) > 0 {
+				t.Errorf("%s %s: %v", m.ID, e.Path, probs)
+			}
+		}
+	}
+
+	ct := changes["/etc/pve/lxc/129.conf"]
+	for i := range 8 {
+		has := strings.Contains(ct.New, "/dev/nvidia"+string(rune('0'+i))+",")
+		if has != (i < 4) {
+			t.Errorf("container 129 has /dev/nvidia%d: %v", i, has)
+		}
+	}
+	for _, n := range []string{"/dev/nvidiactl", "/dev/nvidia-uvm,", "/dev/nvidia-uvm-tools", "nvidia-cap1"} {
+		if !strings.Contains(ct.New, n) {
+			t.Errorf("container 129 lost %s", n)
+		}
+	}
+
+	vm := changes["/etc/pve/qemu-server/131.conf"]
+	for _, want := range []string{"hostpci0: mapping=pro6000-vm,pcie=1\n", "hostpci3: mapping=pro6000-vm,pcie=1\n", "numa0: cpus=0-63,hostnodes=1,memory=262144,policy=bind\n"} {
+		if !strings.Contains(vm.New, want) {
+			t.Errorf("VM 131 lacks %q:\n%s", want, vm.New)
+		}
+	}
+	if len(vm.Notes) == 0 || len(changes) != 3 {
+		t.Errorf("%d changes; VM notes %v", len(changes), vm.Notes)
+	}
+	if _, other := changes["/etc/pve/nodes/kpro5/qemu-server/120.conf"]; other {
+		t.Error("another node's VM changed")
+	}
+}
+
+// The documented desired state names the mappings, the container and the VM.
+func TestSyncWithNames(t *testing.T) {
+	data, err := os.ReadFile("../../docs/split.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := plan.ParseFile("split.toml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := file.Desired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := syncDemo(t, d)
+	f, err := ParseMappings(MappingPath, changes[MappingPath].New)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Mapping("pro6000").NodeMaps("kpro6")) != 4 || len(f.Mapping("pro6000-vm").NodeMaps("kpro6")) != 4 {
+		t.Errorf("mappings:\n%s", changes[MappingPath].New)
+	}
+	if !strings.Contains(changes["/etc/pve/qemu-server/131.conf"].New, "hostpci0: mapping=pro6000-vm,pcie=1") {
+		t.Error("VM 131 not on pro6000-vm")
+	}
+	if strings.Contains(changes["/etc/pve/lxc/129.conf"].New, "/dev/nvidia4,") {
+		t.Error("container 129 keeps a vfio-pci GPU")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	_, inv := demo(t)
+	ok := MapEntry{Node: "kpro6", Path: "0000:81:00", ID: "10de:2bb1", SubsystemID: "10de:204b", IOMMUGroup: "72"}
+	if p := Check(inv.Tree, ok); len(p) != 0 {
+		t.Errorf("good entry: %v", p)
+	}
+	for _, c := range []struct {
+		e    MapEntry
+		want string
+	}{
+		{MapEntry{Path: "0000:81:00", ID: "10DE:2BB1", SubsystemID: "10de:204b", IOMMUGroup: "72"}, "'id' does not match"},
+		{MapEntry{Path: "0000:81:00", ID: "10de:2bb1", SubsystemID: "10de:204b"}, "missing expected property 'iommugroup'"},
+		{MapEntry{Path: "0000:81:00", ID: "10de:2bb1", IOMMUGroup: "72"}, "missing expected property 'subsystem-id'"},
+		{MapEntry{Path: "0000:81:00.0", ID: "10de:2bb1", SubsystemID: "10de:204b", IOMMUGroup: "73"}, "'iommugroup' does not match"},
+		{MapEntry{Path: "0000:99:00.0", ID: "10de:2bb1"}, "not found"},
+	} {
+		if p := Check(inv.Tree, c.e); len(p) == 0 || !strings.Contains(strings.Join(p, ";"), c.want) {
+			t.Errorf("%+v: %v, want %q", c.e, p, c.want)
+		}
+	}
+}
+
+func writerAt(t *testing.T) (*Writer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	h, err := host.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Writer{H: h, LockTimeout: 300 * time.Millisecond}, dir
+}
+
+func TestWriter(t *testing.T) {
+	w, dir := writerAt(t)
+	p := filepath.Join(dir, "etc/pve/mapping/pci.cfg")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	old := read(t, "pci.cfg.example")
+	os.WriteFile(p, []byte(old), 0o640)
+	if err := w.Write(MappingPath, old, old+"x1\n\tmap id=10de:2bb1,node=n,path=0000:01:00.0\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	backups, _ := filepath.Glob(filepath.Join(dir, "var/lib/gpusplit/backup/etc_pve_mapping_pci.cfg.*"))
+	if len(backups) != 1 {
+		t.Errorf("backups %v", backups)
+	} else if b, _ := os.ReadFile(backups[0]); string(b) != old {
+		t.Error("the backup is not the previous file")
+	}
+	if leftovers, _ := filepath.Glob(p + ".tmp.*"); len(leftovers) != 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etc/pve/priv/lock/file-mapping_pci_cfg")); err == nil {
+		t.Error("the cluster lock was not released")
+	}
+	// Changed since read: refused, nothing written.
+	cur, _ := os.ReadFile(p)
+	if err := w.Write(MappingPath, old, "y"); err == nil || !strings.Contains(err.Error(), "changed since gpusplit read it") {
+		t.Errorf("changed file: %v", err)
+	}
+	if now, _ := os.ReadFile(p); string(now) != string(cur) {
+		t.Error("a refused write changed the file")
+	}
+	// A held lock makes the write wait, then fail clearly.
+	lock := filepath.Join(dir, "etc/pve/priv/lock/file-mapping_pci_cfg")
+	os.MkdirAll(lock, 0o700)
+	start := time.Now()
+	if err := w.Write(MappingPath, string(cur), "z"); err == nil || !strings.Contains(err.Error(), "is locked by another writer") || time.Since(start) < 250*time.Millisecond {
+		t.Errorf("held lock: %v after %s", err, time.Since(start))
+	}
+	// A stale lock (older than pmxcfs keeps one) is taken over.
+	os.Chtimes(lock, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
+	if err := w.Write(MappingPath, string(cur), string(cur)+"\n"); err != nil {
+		t.Errorf("stale lock: %v", err)
+	}
+	// Too large, and a guest with a lock: refused.
+	if err := w.Write(MappingPath, "", strings.Repeat("x", MaxFile+1)); err == nil || !strings.Contains(err.Error(), "1 MiB") {
+		t.Errorf("large file: %v", err)
+	}
+	vm := filepath.Join(dir, "etc/pve/qemu-server/131.conf")
+	os.MkdirAll(filepath.Dir(vm), 0o755)
+	locked := "lock: backup\nmemory: 1024\n"
+	os.WriteFile(vm, []byte(locked), 0o640)
+	if err := w.Write("/etc/pve/qemu-server/131.conf", locked, "memory: 2048\n"); err == nil || !strings.Contains(err.Error(), "lock: backup") {
+		t.Errorf("locked VM: %v", err)
+	}
+}
+
+// The diff is what diff -u prints, hunks and all.
+func TestDiffMatchesDiffU(t *testing.T) {
+	if _, err := exec.LookPath("diff"); err != nil {
+		t.Skip("no diff program to compare with")
+	}
+	base := read(t, "131.conf.example")
+	edits := []func(string) string{
+		func(s string) string { return strings.Replace(s, "cores: 16", "cores: 32", 1) },
+		func(s string) string { return strings.Replace(s, "agent: 1\n", "", 1) + "extra: 1\n" },
+		func(s string) string { return "#new first line\n" + strings.Replace(s, "sockets: 2\n", "sockets: 4\nnuma2: x\n", 1) },
+		func(s string) string { return strings.ReplaceAll(s, "local-lvm", "tank") },
+	}
+	dir := t.TempDir()
+	for i, edit := range edits {
+		a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		os.WriteFile(a, []byte(base), 0o644)
+		os.WriteFile(b, []byte(edit(base)), 0o644)
+		out, _ := exec.Command("diff", "-u", a, b).Output()
+		want := string(out)
+		want = want[strings.Index(want, "@@"):]
+		got := Diff("f", base, edit(base))
+		got = got[strings.Index(got, "@@"):]
+		if got != want {
+			t.Errorf("edit %d:\n%s\nwant:\n%s", i, got, want)
+		}
+	}
+	if Diff("f", "x\n", "x\n") != "" {
+		t.Error("diff of equal texts")
+	}
+}
+
+// Reading and writing back changes nothing, whatever the input.
+func FuzzMappingsRoundTrip(f *testing.F) {
+	f.Add(string(must(os.ReadFile("testdata/pci.cfg.example"))))
+	f.Add("m1\n\tmap id=10de:2bb1,node=n1,path=0000:01:00.0\n\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMappings("f", s)
+		if err != nil {
+			return
+		}
+		if m.String() != s {
+			t.Fatalf("round trip changed %q", s)
+		}
+	})
+}
+
+func FuzzGuestRoundTrip(f *testing.F) {
+	for _, name := range []string{"131.conf.example", "200.conf.example", "raw.conf.example"} {
+		f.Add(string(must(os.ReadFile("testdata/" + name))))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, kind := range []string{QEMU, LXC} {
+			g, err := ParseGuest("f", kind, 1, s)
+			if err != nil {
+				return
+			}
+			if g.String() != s {
+				t.Fatalf("round trip changed %q", s)
+			}
+			g.Keys()
+			g.Numbered("dev")
+		}
+	})
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

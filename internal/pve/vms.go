@@ -1,0 +1,268 @@
+package pve
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+)
+
+// vms computes the new configs of the VMs that use the GPUs' mappings (or that the
+// desired state names): the hostpci entries point at the mapping of the vfio-pci side,
+// with pcie=1 on a q35 machine and x-vga off for compute GPUs, and guest NUMA nodes are
+// bound to the host nodes of the GPUs.
+func (s *syncer) vms(d plan.Desired) ([]Change, error) {
+	vms, err := s.guests(QEMU)
+	if err != nil {
+		return nil, err
+	}
+	explicit := map[int]string{} // VM → the mapping of its group
+	for _, t := range d.Targets {
+		for _, vm := range t.VMs {
+			explicit[vm] = t.Mapping
+		}
+	}
+	var out []Change
+	for _, g := range vms {
+		c := Change{Path: g.Name, Guest: g, Old: g.String()}
+		if !s.syncVM(g, explicit, &c) {
+			continue
+		}
+		c.New = g.String()
+		c.Notes = append(c.Notes, guestState(s, g)...)
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// syncVM edits one VM config; it reports whether the VM uses the GPUs at all.
+func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
+	wantMapping, isExplicit := explicit[g.ID]
+	hostpcis := g.Numbered("hostpci")
+	var used []string // the mappings the VM ends up using
+	moved := map[[2]string][]string{} // (from, to) → the hostpci entries moved
+	var pcie, vga []string
+	var gpus []pci.Address
+	relevant := isExplicit
+	q35 := strings.Contains(firstOf(g.Get("machine")), "q35")
+	for _, n := range slices.Sorted(maps.Keys(hostpcis)) {
+		k := hostpcis[n]
+		props := PropertyString(k.Value, "host")
+		name := props["mapping"]
+		_, known := s.mappingGPUs[name]
+		if name == "" {
+			// A raw host address of one of the GPUs.
+			if a, ok := s.gpuOfPath(withDomain(props["host"])); ok {
+				relevant = true
+				gpus = append(gpus, a)
+				if !onVFIO(s.side[a].Driver) {
+					c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %s passes %s through by address, but it stays on %s: the VM would take it from the host at its start", g.ID, k.Name, a, s.side[a].Driver))
+				}
+			}
+			continue
+		}
+		if !known && !(isExplicit && wantMapping != "") {
+			continue
+		}
+		relevant = true
+		to := name
+		if vm, ok := s.vmMapping[name]; ok {
+			to = vm // the host side of a split mapping: the VM moves to its vfio-pci side
+		}
+		if isExplicit && wantMapping != "" {
+			to = wantMapping
+		}
+		value := k.Value
+		if to != name {
+			value = setPart(value, "mapping", to)
+			moved[[2]string{name, to}] = append(moved[[2]string{name, to}], k.Name)
+		}
+		if props["pcie"] != "1" {
+			value = setPart(value, "pcie", "1")
+			pcie = append(pcie, k.Name)
+		}
+		mgpus := s.mappingGPUs[to]
+		if props["x-vga"] == "1" && s.compute(mgpus) {
+			value = dropPart(value, "x-vga")
+			vga = append(vga, k.Name)
+		}
+		if value != k.Value {
+			g.Set(k.Name, value)
+		}
+		used = append(used, to)
+		gpus = append(gpus, mgpus...)
+	}
+	if !relevant {
+		return false
+	}
+	for _, ft := range slices.SortedFunc(maps.Keys(moved), func(a, b [2]string) int { return strings.Compare(a[0]+a[1], b[0]+b[1]) }) {
+		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %s now use mapping %s: the GPUs left in %s stay on the host", g.ID, strings.Join(moved[ft], ", "), ft[1], ft[0]))
+	}
+	if len(pcie) > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %s get pcie=1, so each GPU sits on a PCIe root port as its driver expects", g.ID, strings.Join(pcie, ", ")))
+	}
+	if len(vga) > 0 {
+		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %s lose x-vga=1: compute GPUs are not the VM's display", g.ID, strings.Join(vga, ", ")))
+	}
+	// No more hostpci entries on a mapping than it has GPUs on this node.
+	for _, m := range slices.Compact(slices.Sorted(slices.Values(used))) {
+		n := 0
+		for _, u := range used {
+			if u == m {
+				n++
+			}
+		}
+		if have := len(s.mappingGPUs[m]); n > have {
+			c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %d hostpci entries use mapping %s, which holds %d GPUs on %s: it cannot start", g.ID, n, m, have, s.node))
+		}
+	}
+	if len(used) > 0 && !q35 {
+		g.Set("machine", "q35")
+		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: machine becomes q35, which pcie=1 needs; the guest sees new hardware at its next start", g.ID))
+	}
+	s.syncNUMA(g, dedupe(gpus), c)
+	return true
+}
+
+// syncNUMA binds the VM's guest NUMA nodes to the host nodes of its GPUs.
+func (s *syncer) syncNUMA(g *Guest, gpus []pci.Address, c *Change) {
+	var nodes []int
+	for _, a := range gpus {
+		if n := s.side[a].GPU.NUMANode; n >= 0 && !slices.Contains(nodes, n) {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.Sort(nodes)
+	if len(nodes) == 0 {
+		return
+	}
+	if v, _ := g.Get("numa"); v != "1" {
+		g.Set("numa", "1")
+		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: numa: 1, so the guest's memory and vCPUs can be placed on the GPUs' NUMA nodes", g.ID))
+	}
+	existing := g.Numbered("numa")
+	if len(existing) > 0 {
+		var bound []int
+		for _, k := range existing {
+			for _, h := range strings.Split(PropertyString(k.Value, "")["hostnodes"], ";") {
+				if n, err := strconv.Atoi(h); err == nil && !slices.Contains(bound, n) {
+					bound = append(bound, n)
+				}
+			}
+		}
+		slices.Sort(bound)
+		if !slices.Equal(bound, nodes) {
+			c.Notes = append(c.Notes, fmt.Sprintf("VM %d: its numaN entries bind host nodes %v, its GPUs are on %v: change hostnodes by hand", g.ID, bound, nodes))
+		}
+		return
+	}
+	cores, sockets := intOr(g, "cores", 1), intOr(g, "sockets", 1)
+	memory, hasMemory := g.Get("memory")
+	mem, err := strconv.Atoi(memory)
+	if !hasMemory || err != nil {
+		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: no fixed memory size, so no numaN entries were added; bind its guest NUMA nodes to host nodes %v", g.ID, nodes))
+		return
+	}
+	vcpus := cores * sockets
+	if vcpus < len(nodes) {
+		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %d vCPUs cannot cover the %d NUMA nodes of its GPUs", g.ID, vcpus, len(nodes)))
+		return
+	}
+	// One guest node per host node of the GPUs, vCPUs and memory shared out evenly.
+	cpu := 0
+	for i, n := range nodes {
+		nc := vcpus / len(nodes)
+		if i < vcpus%len(nodes) {
+			nc++
+		}
+		nm := mem / len(nodes)
+		if i == len(nodes)-1 {
+			nm = mem - nm*(len(nodes)-1)
+		}
+		cpus := strconv.Itoa(cpu)
+		if nc > 1 {
+			cpus = fmt.Sprintf("%d-%d", cpu, cpu+nc-1)
+		}
+		g.Set(fmt.Sprintf("numa%d", i), fmt.Sprintf("cpus=%s,hostnodes=%d,memory=%d,policy=bind", cpus, n, nm))
+		cpu += nc
+	}
+	c.Notes = append(c.Notes, fmt.Sprintf("VM %d: guest NUMA nodes bound to host nodes %v, where its GPUs are", g.ID, nodes))
+}
+
+// compute reports whether GPUs are compute GPUs (3D controllers, not VGA).
+func (s *syncer) compute(gpus []pci.Address) bool {
+	for _, a := range gpus {
+		if s.side[a].GPU.Class>>8 != 0x0302 {
+			return false
+		}
+	}
+	return len(gpus) > 0
+}
+
+// guestState notes what limits writing a guest's config: a lock, or the guest running.
+func guestState(s *syncer, g *Guest) []string {
+	var out []string
+	kind := map[string]string{QEMU: "VM", LXC: "container"}[g.Kind]
+	if l, ok := g.Locked(); ok {
+		out = append(out, fmt.Sprintf("%s %d is locked (lock: %s): sync will not write its config until the lock is gone", kind, g.ID, l))
+	}
+	if s.running(g) {
+		out = append(out, fmt.Sprintf("%s %d is running: it sees the change at its next start", kind, g.ID))
+	}
+	return out
+}
+
+// running tells whether a guest runs, from the files Proxmox keeps for running guests.
+func (s *syncer) running(g *Guest) bool {
+	switch g.Kind {
+	case QEMU:
+		return s.h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", g.ID))
+	case LXC:
+		return s.h.Exists(fmt.Sprintf("/sys/fs/cgroup/lxc/%d", g.ID))
+	}
+	return false
+}
+
+func firstOf(v string, _ bool) string { return v }
+
+func intOr(g *Guest, key string, def int) int {
+	v, ok := g.Get(key)
+	if n, err := strconv.Atoi(v); ok && err == nil {
+		return n
+	}
+	return def
+}
+
+func withDomain(p string) string {
+	if strings.Count(p, ":") == 1 {
+		return "0000:" + p
+	}
+	return p
+}
+
+// setPart sets key=value in a property string, in place, or at its end.
+func setPart(value, key, v string) string {
+	parts := strings.Split(value, ",")
+	for i, p := range parts {
+		if strings.HasPrefix(p, key+"=") {
+			parts[i] = key + "=" + v
+			return strings.Join(parts, ",")
+		}
+	}
+	return value + "," + key + "=" + v
+}
+
+// dropPart removes key=… from a property string.
+func dropPart(value, key string) string {
+	var out []string
+	for _, p := range strings.Split(value, ",") {
+		if !strings.HasPrefix(p, key+"=") {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ",")
+}
