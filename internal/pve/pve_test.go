@@ -397,7 +397,9 @@ func TestDiffMatchesDiffU(t *testing.T) {
 	edits := []func(string) string{
 		func(s string) string { return strings.Replace(s, "cores: 16", "cores: 32", 1) },
 		func(s string) string { return strings.Replace(s, "agent: 1\n", "", 1) + "extra: 1\n" },
-		func(s string) string { return "#new first line\n" + strings.Replace(s, "sockets: 2\n", "sockets: 4\nnuma2: x\n", 1) },
+		func(s string) string {
+			return "#new first line\n" + strings.Replace(s, "sockets: 2\n", "sockets: 4\nnuma2: x\n", 1)
+		},
 		func(s string) string { return strings.ReplaceAll(s, "local-lvm", "tank") },
 	}
 	dir := t.TempDir()

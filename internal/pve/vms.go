@@ -43,7 +43,7 @@ func (s *syncer) vms(d plan.Desired) ([]Change, error) {
 func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 	wantMapping, isExplicit := explicit[g.ID]
 	hostpcis := g.Numbered("hostpci")
-	var used []string // the mappings the VM ends up using
+	var used []string                 // the mappings the VM ends up using
 	moved := map[[2]string][]string{} // (from, to) → the hostpci entries moved
 	var pcie, vga []string
 	var gpus []pci.Address
