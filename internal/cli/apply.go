@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
 // changeFlags are the flags of the commands that change bindings: apply and rollback.
@@ -150,6 +151,16 @@ without a terminal.`,
 			if !g.json() {
 				fmt.Fprintf(g.stdout, "moved %d devices; the prior state is in %s (gpusplit rollback undoes it).\n", len(res.Moved), bind.JournalPath)
 				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
+			}
+			if pl.desired.SyncProxmox {
+				// Only now that the GPUs moved: the minors of GPUs back on nvidia exist.
+				after, err := d.plan(g)
+				if err != nil {
+					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
+				}
+				if err := syncProxmox(g, after, pve.SyncOptions{}, true); err != nil {
+					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
+				}
 			}
 			return nil
 		},

@@ -336,3 +336,25 @@ func TestPlanErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestDemoPVE(t *testing.T) {
+	out := mustRun(t, "--demo", "pve", "mappings")
+	if strings.Count(out, " ok\n") != 8 || !strings.Contains(out, "(other node)") {
+		t.Errorf("pve mappings:\n%s", out)
+	}
+	out = mustRun(t, "--demo", "pve", "sync", "--vfio", "numa:1", "--dry-run")
+	for _, want := range []string{
+		"--- /etc/pve/mapping/pci.cfg", "+pro6000-vm\n",
+		"\tmap id=10de:2bb1,iommugroup=72,node=kpro6,path=0000:81:00,subsystem-id=10de:204b\n",
+		"--- /etc/pve/lxc/129.conf", "-dev4: /dev/nvidia4,gid=44,mode=0666\n",
+		"--- /etc/pve/qemu-server/131.conf", "+hostpci0: mapping=pro6000-vm,pcie=1\n", "+numa0: cpus=0-63,hostnodes=1,memory=262144,policy=bind\n",
+		"dry run: nothing was written",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pve sync lacks %q:\n%s", want, out)
+		}
+	}
+	if _, _, err := run(t, "--demo", "pve", "sync", "--vfio", "numa:1", "--apply"); err == nil || !strings.Contains(err.Error(), "snapshot") {
+		t.Errorf("--apply on the demo: %v", err)
+	}
+}

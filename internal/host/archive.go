@@ -80,7 +80,7 @@ func OpenArchive(name string, r io.Reader) (*Host, error) {
 			if total > MaxArchiveBytes {
 				return nil, fmt.Errorf("snapshot %s: unpacks to more than %d MiB; not a host snapshot", name, MaxArchiveBytes>>20)
 			}
-			b, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
+			b, err := readMember(tr, hdr.Size)
 			if err != nil {
 				return nil, fmt.Errorf("snapshot %s: member %q: %w", name, hdr.Name, err)
 			}
@@ -98,6 +98,20 @@ func OpenArchive(name string, r io.Reader) (*Host, error) {
 		a.files[p] = b
 	}
 	return newHost(name, a), nil
+}
+
+// readMember reads a regular member of size bytes. A small one, as nearly every file of
+// a snapshot is, is read into a buffer of its size; a big one grows as it is read, so
+// that a header that claims more than the archive holds costs no memory up front.
+func readMember(r io.Reader, size int64) ([]byte, error) {
+	if size > 1<<20 {
+		return io.ReadAll(io.LimitReader(r, size))
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // memberPath turns a tar member name into a clean absolute path, refusing names that
@@ -158,6 +172,13 @@ func (a *archiveBackend) readFile(p string) ([]byte, error) {
 		return nil, syscall.EISDIR
 	}
 	return nil, fs.ErrNotExist
+}
+
+func (a *archiveBackend) readLeaf(p string) ([]byte, error) {
+	if _, ok := a.links[p]; ok {
+		return nil, errLeafIsLink
+	}
+	return a.readFile(p)
 }
 
 func (a *archiveBackend) readDir(p string) ([]string, error) {

@@ -9,31 +9,42 @@ import (
 // dirBackend reads a directory tree: the live machine ("/") or a fixture.
 type dirBackend struct{ dir string }
 
-func (d dirBackend) abs(p string) string { return filepath.Join(d.dir, filepath.FromSlash(p)) }
+func newDirBackend(dir string) dirBackend { return dirBackend{dir: filepath.Clean(dir)} }
+
+// abs returns where p lies on this machine. p is clean and absolute, as every path a
+// backend is given, and dir is clean: joining them needs no cleaning.
+func (d dirBackend) abs(p string) string {
+	if p == "/" {
+		return d.dir
+	}
+	p = filepath.FromSlash(p)
+	if os.IsPathSeparator(d.dir[len(d.dir)-1]) {
+		return d.dir + p[1:]
+	}
+	return d.dir + p
+}
 
 func (d dirBackend) lstat(p string) (entry, error) {
-	fi, err := os.Lstat(d.abs(p))
+	k, err := lstatKind(d.abs(p))
+	if err != nil {
+		return entry{}, err
+	}
+	if k != Link {
+		return entry{kind: k}, nil
+	}
+	t, err := os.Readlink(d.abs(p))
 	if err != nil {
 		return entry{}, unwrapOS(err)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		t, err := os.Readlink(d.abs(p))
-		if err != nil {
-			return entry{}, unwrapOS(err)
-		}
-		return entry{kind: Link, target: filepath.ToSlash(t)}, nil
-	case fi.IsDir():
-		return entry{kind: Dir}, nil
-	case fi.Mode().IsRegular():
-		return entry{kind: File}, nil
-	}
-	return entry{kind: Other}, nil
+	return entry{kind: Link, target: filepath.ToSlash(t)}, nil
 }
 
 func (d dirBackend) readFile(p string) ([]byte, error) {
-	b, err := os.ReadFile(d.abs(p))
-	return b, unwrapOS(err)
+	return readWhole(d.abs(p))
+}
+
+func (d dirBackend) readLeaf(p string) ([]byte, error) {
+	return readNoFollow(d.abs(p))
 }
 
 func (d dirBackend) readDir(p string) ([]string, error) {

@@ -31,8 +31,11 @@ type Host struct {
 	fs   backend
 
 	// realDirs holds resolved directories: paths known to contain no symbolic link.
-	// Resolution starts from the longest such prefix, so reading many attributes of one
-	// sysfs device costs one lookup each instead of one per path component.
+	// Resolution starts from the longest such prefix and steps through known ones
+	// without a lookup, so following a device's links costs a lookup for the link, for
+	// each new directory and for where it ends (Realpath checks that it still exists),
+	// and a file in a known directory is read with no lookup at all (the backend refuses
+	// to follow a link there; the path is then resolved step by step).
 	mu       sync.RWMutex
 	realDirs map[string]bool
 }
@@ -46,8 +49,15 @@ type entry struct {
 type backend interface {
 	lstat(p string) (entry, error)
 	readFile(p string) ([]byte, error)
+	// readLeaf is readFile for a path whose directory is known to be free of links but
+	// whose last component is not known: it fails when that is a link. On any error
+	// the caller resolves the path step by step, and reports what that finds.
+	readLeaf(p string) ([]byte, error)
 	readDir(p string) ([]string, error)
 }
+
+// errLeafIsLink is readLeaf's error for a link.
+var errLeafIsLink = errors.New("last component is a symbolic link")
 
 // PathError records a failed operation on a path of a Host.
 type PathError struct {
@@ -73,7 +83,7 @@ func Open(root string) (*Host, error) {
 		return nil, fmt.Errorf("root %s: %w", root, err)
 	}
 	if fi.IsDir() {
-		return newHost(root, dirBackend{dir: root}), nil
+		return newHost(root, newDirBackend(root)), nil
 	}
 	f, err := os.Open(root)
 	if err != nil {
@@ -96,6 +106,12 @@ func (h *Host) Root() string { return h.root }
 
 // ReadFile returns the contents of the file at p, following links inside the root.
 func (h *Host) ReadFile(p string) ([]byte, error) {
+	if h.inKnownDir(p) {
+		// A device's attributes: one open instead of an lstat and an open.
+		if b, err := h.fs.readLeaf(p); err == nil {
+			return b, nil
+		}
+	}
 	r, err := h.resolve("read", p, true)
 	if err != nil {
 		return nil, err
@@ -226,7 +242,7 @@ func (h *Host) resolve(op, p string, followLast bool) (string, error) {
 func (h *Host) knownPrefix(p string) (string, []string) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for d := p; ; d = path.Dir(d) {
+	for d := p; ; d = parent(d) {
 		if h.realDirs[d] {
 			return d, splitPath(strings.TrimPrefix(p, d))
 		}
@@ -234,6 +250,32 @@ func (h *Host) knownPrefix(p string) (string, []string) {
 			return "/", splitPath(p)
 		}
 	}
+}
+
+// parent is path.Dir for a clean absolute path, without cleaning it again.
+func parent(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
+// inKnownDir reports whether p is a clean absolute path, not the root, whose directory
+// is a known real directory.
+func (h *Host) inKnownDir(p string) bool {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 || p[0] != '/' || len(p) == 1 || strings.IndexByte(p, 0) >= 0 || path.Clean(p) != p {
+		return false
+	}
+	return h.isRealDir(p[:max(i, 1)])
+}
+
+// isRealDir reports whether p is a known real directory.
+func (h *Host) isRealDir(p string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.realDirs[p]
 }
 
 func (h *Host) remember(dir string) {
@@ -255,12 +297,22 @@ func (h *Host) walk(op, orig, start string, queue []string, followLast bool) (st
 			if cur == "/" {
 				return "", h.pathErr(op, orig, ErrEscapesRoot)
 			}
-			cur = path.Dir(cur)
+			cur = parent(cur)
 			continue
 		}
-		next := path.Join(cur, c)
+		// cur is clean and c a single name, so joining them needs no cleaning.
+		next := cur + "/" + c
+		if cur == "/" {
+			next = "/" + c
+		}
 		if len(queue) == 0 && !followLast {
 			return next, nil
+		}
+		if h.isRealDir(next) {
+			// Known to be a directory free of links: links met on the way (such
+			// as every device's driver link) lead through the same directories.
+			cur = next
+			continue
 		}
 		e, err := h.fs.lstat(next)
 		if err != nil {

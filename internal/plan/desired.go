@@ -17,10 +17,12 @@ const DefaultConfig = "/etc/gpusplit/split.toml"
 // File is the desired state as written in split.toml; docs/split.toml documents it.
 type File struct {
 	// Devices says which devices count as GPUs, as --devices does.
-	Devices           string  `toml:"devices"`
-	AllowSharedGroups bool    `toml:"allow_shared_groups"`
-	Rest              string  `toml:"rest"` // "vendor" (the default) or "keep"
-	Groups            []Group `toml:"group"`
+	Devices           string `toml:"devices"`
+	AllowSharedGroups bool   `toml:"allow_shared_groups"`
+	Rest              string `toml:"rest"` // "vendor" (the default) or "keep"
+	// SyncProxmox makes apply run pve sync after the rebinding succeeded.
+	SyncProxmox bool    `toml:"sync_proxmox"`
+	Groups      []Group `toml:"group"`
 }
 
 // Group is one [[group]] of split.toml.
@@ -60,7 +62,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 			e := sm.Errors[0]
 			line, col := e.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col,
-				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, and in [[group]]: name, select, driver, mapping, containers, vms)", strings.Join(e.Key(), "."))}
+				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox, and in [[group]]: name, select, driver, mapping, containers, vms)", strings.Join(e.Key(), "."))}
 		case errors.As(err, &de):
 			line, col := de.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col, Msg: de.Error()}
@@ -108,7 +110,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 
 // Desired turns the file into the planner's desired state.
 func (f *File) Desired() (Desired, error) {
-	d := Desired{KeepRest: f.Rest == "keep", AllowSharedGroups: f.AllowSharedGroups}
+	d := Desired{KeepRest: f.Rest == "keep", AllowSharedGroups: f.AllowSharedGroups, SyncProxmox: f.SyncProxmox}
 	for _, g := range f.Groups {
 		t := Target{Name: g.Name, Driver: g.Driver, Mapping: g.Mapping, Containers: g.Containers, VMs: g.VMs}
 		for _, s := range g.Select {

@@ -55,6 +55,8 @@ type Desired struct {
 	// AllowSharedGroups lets a group passed through take along devices nobody selected
 	// (a NIC sharing the GPU's IOMMU group).
 	AllowSharedGroups bool
+	// SyncProxmox asks apply to bring Proxmox's files in line once the GPUs moved.
+	SyncProxmox bool
 }
 
 // Role says why a device is in a plan.
