@@ -73,7 +73,9 @@ func (s *syncer) containers(d plan.Desired) ([]Change, error) {
 		}
 		s.setContainerGPUs(g, keep, &c)
 		c.Old, c.New = old, g.String()
-		if c.Old != c.New {
+		if c.Old == c.New {
+			c.Notes = nil // nothing to say about a container left as it was
+		} else {
 			c.Notes = append(c.Notes, guestState(s, g)...)
 		}
 		out = append(out, c)
@@ -177,12 +179,46 @@ func (s *syncer) setContainerGPUs(g *Guest, gpus []pci.Address, c *Change) {
 		for _, p := range controlNodes {
 			add(p, ",mode=0666")
 		}
+		if style == "mount" {
+			s.allowMajors(g, c)
+		}
 	}
 	sorted := slices.Sorted(maps.Keys(wantNode))
 	if len(sorted) > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("container %d passes through %s", g.ID, strings.Join(sorted, ", ")))
 	} else {
 		c.Notes = append(c.Notes, fmt.Sprintf("container %d keeps no GPU", g.ID))
+	}
+}
+
+// allowMajors makes sure a container in the raw style may use the nvidia devices: the
+// fixed major 195, and the major the kernel gave nvidia-uvm at this boot, read from
+// /proc/devices (it changes with driver and kernel updates; devN entries need none of this).
+func (s *syncer) allowMajors(g *Guest, c *Change) {
+	majors := []string{"195"}
+	if b, err := s.h.ReadFile("/proc/devices"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && f[1] == "nvidia-uvm" {
+				majors = append(majors, f[0])
+			}
+		}
+	} else {
+		c.Notes = append(c.Notes, fmt.Sprintf("container %d: /proc/devices is unreadable, so the major of nvidia-uvm is unknown: check its lxc.cgroup2.devices.allow lines", g.ID))
+	}
+	for _, m := range majors {
+		allowed := false
+		for _, k := range g.Keys() {
+			if k.Name == "lxc.cgroup2.devices.allow" {
+				f := strings.Fields(k.Value)
+				if len(f) >= 2 && (f[1] == m+":*" || f[1] == "*:*") {
+					allowed = true
+				}
+			}
+		}
+		if !allowed {
+			g.AddRaw("lxc.cgroup2.devices.allow", "c "+m+":* rwm")
+		}
 	}
 }
 

@@ -461,3 +461,87 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// demoDir is the sample host as a directory, with extra files.
+func demoDir(t *testing.T, extra map[string]string) (*host.Host, *inventory.Inventory) {
+	t.Helper()
+	dir := t.TempDir()
+	archive := filepath.Join(dir, "kpro6.tar.gz")
+	os.WriteFile(archive, samplehost.Archive(), 0o644)
+	root := filepath.Join(dir, "root")
+	os.MkdirAll(root, 0o755)
+	if out, err := exec.Command("tar", "-xzf", archive, "-C", root).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	for p, body := range extra {
+		full := filepath.Join(root, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if err := os.WriteFile(full, []byte(body), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := host.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, inv
+}
+
+// Containers named by the desired state get their GPUs, in the style they use: devN
+// entries, or lxc.mount.entry lines with the cgroup majors, nvidia-uvm's from
+// /proc/devices.
+func TestSyncAssignsContainers(t *testing.T) {
+	h, inv := demoDir(t, map[string]string{
+		"etc/pve/nodes/kpro6/lxc/140.conf": "arch: amd64\ncores: 8\nhostname: raw\nlxc.mount.entry: /dev/fuse dev/fuse none bind,create=file 0 0\n",
+		"etc/pve/nodes/kpro6/lxc/141.conf": "arch: amd64\ncores: 8\ndev0: /dev/fuse\nhostname: new\n",
+	})
+	d := plan.Desired{Targets: []plan.Target{
+		{Name: "a", Choices: [][]pci.Selector{mustSel(t, "0000:01:00.0")}, Driver: "nvidia", Containers: []int{140}},
+		{Name: "b", Choices: [][]pci.Selector{mustSel(t, "0000:11:00.0,0000:61:00.0")}, Driver: "nvidia", Containers: []int{141}},
+	}, KeepRest: true}
+	p, err := plan.Make(inv, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := Sync(h, inv, p, d, SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range changes {
+		got[c.Path] = c.New
+	}
+	raw := got["/etc/pve/lxc/140.conf"]
+	for _, want := range []string{
+		"lxc.mount.entry: /dev/fuse dev/fuse none bind,create=file 0 0\nlxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
+		"lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file\n",
+		"lxc.cgroup2.devices.allow: c 195:* rwm\n", "lxc.cgroup2.devices.allow: c 236:* rwm\n",
+	} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("container 140 lacks %q:\n%s", want, raw)
+		}
+	}
+	dev := got["/etc/pve/lxc/141.conf"]
+	for _, want := range []string{"dev0: /dev/fuse\ndev1: /dev/nvidia1,mode=0666\ndev2: /dev/nvidia2,mode=0666\ndev3: /dev/nvidiactl,mode=0666\n"} {
+		if !strings.Contains(dev, want) {
+			t.Errorf("container 141 lacks %q:\n%s", want, dev)
+		}
+	}
+	// And container 129, named by no group, keeps what it has: the rest is kept.
+	if _, changed := got["/etc/pve/lxc/129.conf"]; changed {
+		t.Errorf("container 129 changed:\n%s", got["/etc/pve/lxc/129.conf"])
+	}
+}
+
+func mustSel(t *testing.T, s string) []pci.Selector {
+	t.Helper()
+	sels, err := pci.ParseSelectors(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sels
+}
