@@ -496,7 +496,7 @@ func demoDir(t *testing.T, extra map[string]string) (*host.Host, *inventory.Inve
 // /proc/devices.
 func TestSyncAssignsContainers(t *testing.T) {
 	h, inv := demoDir(t, map[string]string{
-		"etc/pve/nodes/kpro6/lxc/140.conf": "arch: amd64\ncores: 8\nhostname: raw\nlxc.mount.entry: /dev/fuse dev/fuse none bind,create=file 0 0\n",
+		"etc/pve/nodes/kpro6/lxc/140.conf": "arch: amd64\ncores: 8\nhostname: raw\nlxc.cgroup2.devices.allow: c 195:* rwm\nlxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n",
 		"etc/pve/nodes/kpro6/lxc/141.conf": "arch: amd64\ncores: 8\ndev0: /dev/fuse\nhostname: new\n",
 	})
 	d := plan.Desired{Targets: []plan.Target{
@@ -517,9 +517,9 @@ func TestSyncAssignsContainers(t *testing.T) {
 	}
 	raw := got["/etc/pve/lxc/140.conf"]
 	for _, want := range []string{
-		"lxc.mount.entry: /dev/fuse dev/fuse none bind,create=file 0 0\nlxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
+		"lxc.cgroup2.devices.allow: c 195:* rwm\nlxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\nlxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
 		"lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file\n",
-		"lxc.cgroup2.devices.allow: c 195:* rwm\n", "lxc.cgroup2.devices.allow: c 236:* rwm\n",
+		"lxc.mount.entry: /dev/nvidia-uvm-tools dev/nvidia-uvm-tools none bind,optional,create=file\nlxc.cgroup2.devices.allow: c 236:* rwm\n",
 	} {
 		if !strings.Contains(raw, want) {
 			t.Errorf("container 140 lacks %q:\n%s", want, raw)
