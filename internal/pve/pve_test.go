@@ -491,9 +491,9 @@ func demoDir(t *testing.T, extra map[string]string) (*host.Host, *inventory.Inve
 	return h, inv
 }
 
-// Containers named by the desired state get their GPUs, in the style they use: devN
-// entries, or lxc.mount.entry lines with the cgroup majors, nvidia-uvm's from
-// /proc/devices.
+// Containers named by the desired state get their GPUs, in the style they use for the
+// nvidia devices: lxc.mount.entry lines with the cgroup majors (nvidia-uvm's from
+// /proc/devices), else devN entries.
 func TestSyncAssignsContainers(t *testing.T) {
 	h, inv := demoDir(t, map[string]string{
 		"etc/pve/nodes/kpro6/lxc/140.conf": "arch: amd64\ncores: 8\nhostname: raw\nlxc.cgroup2.devices.allow: c 195:* rwm\nlxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n",
