@@ -140,7 +140,7 @@ without a terminal.`,
 			ctx, stop := signalContext()
 			defer stop()
 			res, err := bind.Apply(ctx, h, k, p, c.options(g))
-			if g.json() {
+			if g.json() && (err != nil || !pl.desired.SyncProxmox) {
 				if jerr := g.writeJSON(resultJSON(res, err)); jerr != nil {
 					return jerr
 				}
@@ -158,8 +158,20 @@ without a terminal.`,
 				if err != nil {
 					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
 				}
-				if err := syncProxmox(g, after, pve.SyncOptions{}, true); err != nil {
-					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
+				if !g.json() {
+					if err := syncProxmox(g, after, pve.SyncOptions{}, true); err != nil {
+						return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
+					}
+					return nil
+				}
+				doc, _, _, serr := runSync(after, pve.SyncOptions{}, true)
+				result := resultJSON(res, nil)
+				result.Proxmox = doc
+				if jerr := g.writeJSON(result); jerr != nil {
+					return jerr
+				}
+				if serr != nil {
+					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", serr)
 				}
 			}
 			return nil
@@ -209,6 +221,8 @@ type resultDoc struct {
 	Restored   []string          `json:"restored"`
 	Unrestored map[string]string `json:"unrestored"`
 	Error      string            `json:"error"`
+	// Proxmox is the sync that followed, when the desired state asks for one.
+	Proxmox *syncDoc `json:"proxmox,omitempty"`
 }
 
 func resultJSON(res *bind.Result, err error) resultDoc {

@@ -163,32 +163,44 @@ previous version under ` + pve.BackupDir + `.`,
 	return cmd
 }
 
-// syncProxmox computes the Proxmox changes of a planned split, prints them as diffs with
-// their notes, and writes them when apply is set.
-func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, apply bool) error {
+// syncDoc is the JSON form of a sync: each changed file's diff, with its notes.
+type syncDoc struct {
+	Applied bool         `json:"applied"`
+	Changes []changeJSON `json:"changes"`
+	Notes   []string     `json:"notes"`
+}
+
+type changeJSON struct {
+	Path  string   `json:"path"`
+	Diff  string   `json:"diff"`
+	Notes []string `json:"notes"`
+}
+
+// runSync computes the Proxmox changes of a planned split, and writes them when apply is set.
+func runSync(pl *planned, o pve.SyncOptions, apply bool) (*syncDoc, []pve.Change, []string, error) {
 	changes, notes, err := pve.Sync(pl.h, pl.inv, pl.plan, pl.desired, o)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	doc := &syncDoc{Applied: apply, Changes: []changeJSON{}, Notes: append([]string{}, notes...)}
+	for _, c := range changes {
+		doc.Changes = append(doc.Changes, changeJSON{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...)})
+	}
+	if apply {
+		if err := writeChanges(pl, changes); err != nil {
+			return doc, changes, notes, err
+		}
+	}
+	return doc, changes, notes, nil
+}
+
+// syncProxmox runs the sync and prints it: the diffs with their notes, or JSON.
+func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, apply bool) error {
+	doc, changes, notes, err := runSync(pl, o, apply)
 	if err != nil {
 		return err
 	}
 	if g.json() {
-		type changeJSON struct {
-			Path  string   `json:"path"`
-			Diff  string   `json:"diff"`
-			Notes []string `json:"notes"`
-		}
-		doc := struct {
-			Applied bool         `json:"applied"`
-			Changes []changeJSON `json:"changes"`
-			Notes   []string     `json:"notes"`
-		}{Applied: apply, Changes: []changeJSON{}, Notes: append([]string{}, notes...)}
-		for _, c := range changes {
-			doc.Changes = append(doc.Changes, changeJSON{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...)})
-		}
-		if apply {
-			if err := writeChanges(pl, changes); err != nil {
-				return err
-			}
-		}
 		return g.writeJSON(doc)
 	}
 	if len(changes) == 0 {
@@ -206,16 +218,12 @@ func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, apply bool) error {
 	for _, n := range notes {
 		fmt.Fprintf(g.stdout, "note: %s\n", n)
 	}
-	if !apply {
-		if len(changes) > 0 {
-			fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes these changes.")
-		}
-		return nil
+	switch {
+	case apply:
+		fmt.Fprintf(g.stdout, "wrote %d files; the previous versions are in %s.\n", countChanged(changes), pve.BackupDir)
+	case len(changes) > 0:
+		fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes these changes.")
 	}
-	if err := writeChanges(pl, changes); err != nil {
-		return err
-	}
-	fmt.Fprintf(g.stdout, "wrote %d files; the previous versions are in %s.\n", countChanged(changes), pve.BackupDir)
 	return nil
 }
 
