@@ -289,6 +289,7 @@ vmgenid: 3c9d2e71-8a4f-4b6e-b1d0-7f2a5c9e8d14
 		"proc/sys/kernel/hostname":                 "kpro6\n",
 		"proc/version":                             "Linux version 6.17.2-1-pve (build@proxmox) (gcc (Debian 14.2.0-19) 14.2.0, GNU ld (GNU Binutils for Debian) 2.44) #1 SMP PREEMPT_DYNAMIC PMX 6.17.2-1 (2025-10-21T11:55Z) x86_64\n",
 		"proc/devices":                             procDevices,
+		"dev/kmsg":                                 kernelLog,
 		"etc/hostname":                             "kpro6\n",
 		"etc/default/grub":                         grub,
 		"etc/pve/mapping/pci.cfg":                  pciCfg.String(),
@@ -377,4 +378,17 @@ Block devices:
 253 virtblk
 254 mdp
 259 blkext
+`
+
+// kernelLog is an excerpt of the host's boot log in /dev/kmsg's format: healthy, with
+// the IOMMU in passthrough and the note of the invalid amd_iommu=on.
+const kernelLog = `5,0,0,-;Linux version 6.17.2-1-pve (build@proxmox) (gcc (Debian 14.2.0-19) 14.2.0, GNU ld (GNU Binutils for Debian) 2.44) #1 SMP PREEMPT_DYNAMIC PMX 6.17.2-1 (2025-10-21T11:55Z) x86_64
+6,1,0,-;Command line: BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=/dev/mapper/pve-root ro quiet amd_iommu=on iommu=pt
+5,412,1203311,-;AMD-Vi: Unknown option - 'on'
+6,1502,3410771,-;iommu: Default domain type: Passthrough (set via kernel command line)
+6,1503,3411002,-;AMD-Vi: Extended features (0x246577efa2254afa, 0x10): PPR NX GT [5] IA GA PC GA_vAPIC
+6,1504,3411050,-;AMD-Vi: Interrupt remapping enabled
+4,2210,9122017,-;nvidia: loading out-of-tree module taints kernel.
+6,2291,9913502,-;NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Thu Oct  9 21:29:00 UTC 2025
+6,2295,10301881,-;nvidia-modeset: Loading NVIDIA UNIX Open Kernel Mode Setting Driver for x86_64  580.95.05  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Thu Oct  9 21:11:38 UTC 2025
 `

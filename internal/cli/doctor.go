@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/doctor"
+)
+
+// Exit codes of doctor: no finding above info, warnings, errors.
+const (
+	ExitWarnings = 1
+	ExitErrors   = 2
+)
+
+func newDoctor(g *globals) *cobra.Command {
+	var only, kernelLog string
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Find the known failure modes of multi-GPU hosts and VMs, with evidence and the fix",
+		Long: `Run every check on the host (sysfs, procfs, boot configuration, the kernel log) and print
+what it found, the most severe first: each finding with the evidence it saw (the exact lines,
+files and values) and what to do about it, and why. docs/doctor.md explains every check.
+
+The kernel log is read from /dev/kmsg on the live host, from --kernel-log FILE (dmesg,
+journalctl -k or /dev/kmsg format), or from the snapshot. Without root some checks see
+less (config space past 64 bytes, other users' processes); the output says which.
+
+Checks: ` + strings.Join(doctor.IDs(), ", ") + `.
+
+Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
+		Example: `  gpusplit --demo doctor
+  sudo gpusplit doctor
+  gpusplit doctor --kernel-log dmesg.txt --only bar-unassigned,iommu-page-faults -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ids []string
+			for _, id := range strings.Split(only, ",") {
+				if id = strings.TrimSpace(id); id != "" {
+					ids = append(ids, id)
+				}
+			}
+			h, inv, err := g.inventory()
+			if err != nil {
+				return err
+			}
+			var log io.Reader
+			var logErr error
+			if kernelLog != "" {
+				f, err := os.Open(kernelLog)
+				if err != nil {
+					return fmt.Errorf("--kernel-log: %w", err)
+				}
+				defer f.Close()
+				log = f
+			} else if b, err := h.KernelLog(); err == nil {
+				log = bytes.NewReader(b)
+			} else {
+				logErr = err
+			}
+			env, err := doctor.NewEnv(h, inv, log, logErr)
+			if err != nil {
+				return err
+			}
+			report, err := doctor.Run(env, ids)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				if err := g.writeJSON(struct {
+					Host string `json:"host"`
+					*doctor.Report
+				}{h.Root(), report}); err != nil {
+					return err
+				}
+			} else {
+				writeReport(g.stdout, h.Root(), report)
+			}
+			switch report.Worst() {
+			case doctor.Error:
+				return &ExitError{Code: ExitErrors}
+			case doctor.Warning:
+				return &ExitError{Code: ExitWarnings}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&only, "only", "", "run only these checks (comma-separated ids)")
+	cmd.Flags().StringVar(&kernelLog, "kernel-log", "", "read the kernel log from this file (dmesg, journalctl -k or /dev/kmsg format) instead of the host's")
+	return cmd
+}
+
+func writeReport(w io.Writer, root string, r *doctor.Report) {
+	counts := map[doctor.Severity]int{}
+	for _, f := range r.Findings {
+		counts[f.Severity]++
+	}
+	fmt.Fprintf(w, "%s: %d checks, %d errors, %d warnings, %d notes\n", root, len(r.Ran), counts[doctor.Error], counts[doctor.Warning], counts[doctor.Info])
+	if len(r.Findings) == 0 {
+		fmt.Fprintln(w, "\nNothing found.")
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "\n%s  %s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, f.Title)
+		for _, ev := range f.Evidence {
+			fmt.Fprintf(w, "    %s\n", ev)
+		}
+		for i, line := range wrap(f.Remedy, 92) {
+			if i == 0 {
+				fmt.Fprintf(w, "  fix: %s\n", line)
+			} else {
+				fmt.Fprintf(w, "       %s\n", line)
+			}
+		}
+	}
+	if len(r.Partial) > 0 {
+		fmt.Fprintln(w)
+		for _, id := range slices.Sorted(maps.Keys(r.Partial)) {
+			fmt.Fprintf(w, "partial: %s saw less than it needs: %s\n", id, r.Partial[id])
+		}
+	}
+}
+
+// wrap breaks text into lines of at most width characters at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	var cur strings.Builder
+	for _, word := range strings.Fields(text) {
+		if cur.Len() > 0 && cur.Len()+1+len(word) > width {
+			lines = append(lines, cur.String())
+			cur.Reset()
+		}
+		if cur.Len() > 0 {
+			cur.WriteByte(' ')
+		}
+		cur.WriteString(word)
+	}
+	if cur.Len() > 0 {
+		lines = append(lines, cur.String())
+	}
+	return lines
+}

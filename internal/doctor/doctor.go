@@ -1,0 +1,162 @@
+// Package doctor finds the known failure modes of multi-GPU hosts and VMs from a host's
+// sysfs, procfs, configuration files and kernel log, and says, with the evidence it saw,
+// what to do about each. Every check is a function of an Env; the registry orders them.
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/plan"
+)
+
+// Severity orders findings: info says what is so, a warning what will likely bite, an
+// error what is broken now.
+type Severity int
+
+// The severities.
+const (
+	Info Severity = iota
+	Warning
+	Error
+)
+
+func (s Severity) String() string { return [...]string{"info", "warning", "error"}[s] }
+
+// MarshalText writes the severity's name in JSON.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Finding is one thing a check found.
+type Finding struct {
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	Title    string   `json:"title"`
+	Evidence []string `json:"evidence"` // the exact lines, files and values seen
+	Remedy   string   `json:"remedy"`   // what to do, and why
+}
+
+// Check is one diagnosis.
+type Check struct {
+	ID    string
+	Title string // what it looks for
+	Run   func(e *Env) []Finding
+}
+
+// Env is what the checks read: the host, its inventory, the facts of its kernel log, the
+// desired split when there is one.
+type Env struct {
+	H   *host.Host
+	Inv *inventory.Inventory
+	// Log holds what the kernel log said; nil when no log could be read (LogErr says why).
+	Log    *LogFacts
+	LogErr error
+	// Desired and Plan are the configured split (from /etc/gpusplit/split.toml); nil
+	// when there is none.
+	Desired *plan.Desired
+	Plan    *plan.Plan
+	// Guest says whether the host is a VM, and Hypervisor what it says it is.
+	Guest      bool
+	Hypervisor string
+	// Root says whether gpusplit runs as root on the live host: without it, config
+	// space past 64 bytes and other users' processes cannot be read.
+	Root bool
+	// Partial collects the checks that could only look at part of what they need.
+	Partial map[string]string
+}
+
+// partial notes that a check saw less than it needs.
+func (e *Env) partial(id, why string) {
+	if e.Partial == nil {
+		e.Partial = map[string]string{}
+	}
+	e.Partial[id] = why
+}
+
+// Checks is the registry, in the order the checks run.
+var Checks = []Check{
+	{ID: "bar-unassigned", Title: "GPU BARs the kernel could not place", Run: checkBARs},
+	{ID: "grub-override", Title: "a GRUB drop-in that replaces the kernel parameters of /etc/default/grub", Run: checkGrubOverride},
+	{ID: "cmdline-not-applied", Title: "kernel parameters configured but not in /proc/cmdline", Run: checkCmdlineApplied},
+	{ID: "iommu-off", Title: "no IOMMU, so no IOMMU groups and no vfio-pci", Run: checkIOMMUOff},
+	{ID: "iommu-translated", Title: "the IOMMU translates GPU DMA (not passthrough), and invalid IOMMU parameters", Run: checkIOMMUTranslated},
+	{ID: "iommu-page-faults", Title: "IOMMU faults naming GPUs: peer-to-peer DMA is broken", Run: checkPageFaults},
+	{ID: "sev-snp", Title: "SEV-SNP enabled, and what it implies for the IOMMU and P2P", Run: checkSEVSNP},
+	{ID: "p2p-topology", Title: "GPUs with no shared switch: P2P crosses the root complex", Run: checkP2PTopology},
+	{ID: "vm-flat-topology", Title: "a VM whose GPUs show no NUMA or host bridge structure", Run: checkVMFlat},
+	{ID: "vm-machine-type", Title: "an i440fx VM with PCIe GPUs", Run: checkVMMachine},
+	{ID: "link-degraded", Title: "a GPU link narrower or slower than it can be", Run: checkLinks},
+	{ID: "driver-mismatch", Title: "the nvidia kernel module and the userspace driver libraries differ", Run: checkDriverMismatch},
+	{ID: "iommu-group-shared", Title: "a GPU's IOMMU group holds devices other than its own functions", Run: checkGroupShared},
+	{ID: "gpu-held", Title: "processes holding GPUs that the configured split would move", Run: checkHeld},
+	{ID: "split-drift", Title: "the configured split is not in effect", Run: checkDrift},
+	{ID: "numa-unknown", Title: "GPUs without a NUMA node on a NUMA machine", Run: checkNUMAUnknown},
+}
+
+// IDs returns every check's id, in order.
+func IDs() []string {
+	var out []string
+	for _, c := range Checks {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+// Report is the result of a run.
+type Report struct {
+	Findings []Finding `json:"findings"`
+	Ran      []string  `json:"checks"`
+	// Partial names the checks that saw only part of what they need, and why.
+	Partial map[string]string `json:"partial"`
+}
+
+// Worst is the highest severity found; -1 when nothing was found.
+func (r *Report) Worst() Severity {
+	worst := Severity(-1)
+	for _, f := range r.Findings {
+		worst = max(worst, f.Severity)
+	}
+	return worst
+}
+
+// Run runs the checks (all of them, or those in only) and returns their findings, the
+// most severe first.
+func Run(e *Env, only []string) (*Report, error) {
+	for _, id := range only {
+		if !slices.Contains(IDs(), id) {
+			return nil, fmt.Errorf("no check %q; the checks are %s", id, strings.Join(IDs(), ", "))
+		}
+	}
+	r := &Report{Findings: []Finding{}, Ran: []string{}}
+	for _, c := range Checks {
+		if len(only) > 0 && !slices.Contains(only, c.ID) {
+			continue
+		}
+		r.Ran = append(r.Ran, c.ID)
+		for _, f := range c.Run(e) {
+			f.ID = c.ID
+			if f.Evidence == nil {
+				f.Evidence = []string{}
+			}
+			r.Findings = append(r.Findings, f)
+		}
+	}
+	slices.SortStableFunc(r.Findings, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
+	r.Partial = map[string]string{}
+	for id, why := range e.Partial {
+		if slices.Contains(r.Ran, id) {
+			r.Partial[id] = why
+		}
+	}
+	return r, nil
+}
+
+// capped keeps at most n lines of evidence, saying how many more there were.
+func capped(lines []string, n int) []string {
+	if len(lines) <= n {
+		return lines
+	}
+	return append(lines[:n:n], fmt.Sprintf("(and %d more)", len(lines)-n))
+}

@@ -1,0 +1,66 @@
+package doctor
+
+import (
+	"fmt"
+)
+
+// checkLinks finds GPU links that trained narrower than they can, a cable, riser or
+// seating fault; a lower speed is reported only when the slot itself is slower, since an
+// idle GPU drops its link speed to save power.
+func checkLinks(e *Env) []Finding {
+	if e.Guest {
+		return nil // a VM's link values are whatever the virtual port advertises
+	}
+	var narrow, slow, idle []string
+	for _, g := range e.Inv.GPUs {
+		l := g.Link
+		if l.Width > 0 && l.MaxWidth > 0 && l.Width < l.MaxWidth {
+			narrow = append(narrow, fmt.Sprintf("%s: x%d of x%d (%s)", g.Address, l.Width, l.MaxWidth, l.String()))
+		}
+		if rp, ok := g.RootPort(); ok && len(g.Parents) > 0 {
+			parent := e.Inv.Tree.Lookup(g.Parents[len(g.Parents)-1])
+			if parent == nil {
+				parent = e.Inv.Tree.Lookup(rp)
+			}
+			if parent != nil && parent.Link.MaxGen > 0 && l.MaxGen > parent.Link.MaxGen {
+				slow = append(slow, fmt.Sprintf("%s: Gen%d capable, but its port %s only Gen%d", g.Address, l.MaxGen, parent.Address, parent.Link.MaxGen))
+			}
+		}
+		if l.Gen > 0 && l.MaxGen > 0 && l.Gen < l.MaxGen {
+			idle = append(idle, fmt.Sprintf("%s: Gen%d now, Gen%d capable", g.Address, l.Gen, l.MaxGen))
+		}
+	}
+	if e.Log != nil {
+		for _, line := range e.Log.LinkLines {
+			narrow = append(narrow, "kernel: "+line)
+		}
+	}
+	var out []Finding
+	if len(narrow) > 0 {
+		out = append(out, Finding{
+			Severity: Warning,
+			Title:    "a GPU link runs narrower than it can",
+			Evidence: capped(narrow, 8),
+			Remedy: "Unlike the speed, the width does not drop to save power on these GPUs: fewer lanes mean a bad seat, a riser or " +
+				"cable, a bifurcated or shared slot, or a slot wired narrower than it looks. Reseat the card, check the riser and the " +
+				"slot's wiring and the firmware's bifurcation setting.",
+		})
+	}
+	if len(slow) > 0 {
+		out = append(out, Finding{
+			Severity: Warning,
+			Title:    "a GPU sits in a slot slower than the GPU",
+			Evidence: capped(slow, 8),
+			Remedy:   "The port above the GPU cannot reach the GPU's speed: use a faster slot, or check the firmware's PCIe generation setting for it.",
+		})
+	}
+	if len(idle) > 0 && len(slow) == 0 {
+		out = append(out, Finding{
+			Severity: Info,
+			Title:    "GPU links run below their top speed, as idle GPUs do",
+			Evidence: capped(idle, 8),
+			Remedy:   "A GPU lowers its link speed when idle and trains back up under load: check the speed again while it works (nvidia-smi -q shows the current generation).",
+		})
+	}
+	return out
+}
