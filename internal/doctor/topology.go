@@ -230,4 +230,3 @@ func checkNUMAUnknown(e *Env) []Finding {
 			"\"ACPI SRAT L3 Cache as NUMA Domain\"; Intel: Sub-NUMA Clustering) and update it; reboot and check numa_node.",
 	}}
 }
-
