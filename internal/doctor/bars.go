@@ -16,44 +16,53 @@ func checkBARs(e *Env) []Finding {
 	for _, g := range e.Inv.GPUs {
 		gpus[g.Address.String()] = true
 	}
-	var evidence []string
+	var evidence, logLines []string
 	nonPref := false
 	for _, g := range e.Inv.GPUs {
+		var bars []string
 		for _, b := range g.BARs {
 			if b.IO || b.Index == 6 || b.Size == 0 {
 				continue
 			}
 			if b.Unassigned {
-				evidence = append(evidence, fmt.Sprintf("%s %s, %s: unassigned (start 0x%x, flags 0x%x in %s/resource)", g.Address, b.Name(), barShape(b), b.Start, b.Flags, g.Path))
+				bars = append(bars, fmt.Sprintf("%s %s", b.Name(), barShape(b)))
 			}
 			if b.Is64Bit && !b.Prefetchable && b.Size >= 1<<30 {
 				nonPref = true
 				evidence = append(evidence, fmt.Sprintf("%s %s, %s: a 64-bit aperture exposed non-prefetchable", g.Address, b.Name(), barShape(b)))
 			}
 		}
+		if len(bars) > 0 {
+			drv := "no driver"
+			if g.Driver != "" {
+				drv = "on " + g.Driver
+			}
+			evidence = append(evidence, fmt.Sprintf("%s (%s): %s unassigned (start 0 in %s/resource)", g.Address, drv, strings.Join(bars, ", "), g.Path))
+		}
 	}
 	if e.Log != nil {
 		for i, b := range e.Log.BARFailures {
 			if gpus[b.Device] {
-				evidence = append(evidence, "kernel: "+e.Log.BARLines[i])
+				logLines = append(logLines, "kernel: "+e.Log.BARLines[i])
 			}
 		}
 		for i, b := range e.Log.NVRMBars {
 			if b.SizeMB == 0 {
-				evidence = append(evidence, "kernel: "+oneLine(e.Log.NVRMLines[i]))
+				logLines = append(logLines, "kernel: "+oneLine(e.Log.NVRMLines[i]))
 			}
 		}
 		for i, p := range e.Log.Probes {
 			if gpus[p.Device] {
-				evidence = append(evidence, "kernel: "+e.Log.ProbeLines[i])
+				logLines = append(logLines, "kernel: "+e.Log.ProbeLines[i])
 			}
 		}
-		for _, l := range e.Log.ReallocHint {
-			if len(evidence) > 0 {
-				evidence = append(evidence, "kernel: "+l)
+		if len(evidence)+len(logLines) > 0 {
+			for _, l := range e.Log.ReallocHint {
+				logLines = append(logLines, "kernel: "+l)
 			}
 		}
 	}
+	evidence = append(capped(evidence, 8), capped(logLines, 6)...)
 	if len(evidence) == 0 {
 		return nil
 	}
@@ -75,16 +84,17 @@ func checkBARs(e *Env) []Finding {
 		remedy.WriteString("A 64-bit GPU aperture is exposed non-prefetchable: the hypervisor presents the BAR wrongly, and the nvidia driver reads the empty upper half as a second BAR of size 0. Update the VMM (cloud-hypervisor fixed this by preserving the prefetchable flag), or use QEMU/Proxmox, which keep it. ")
 	}
 	if e.Guest {
-		remedy.WriteString("In a VM the firmware's 64-bit MMIO window is too small for the GPUs' apertures (" +
-			"OVMF sizes it from the CPU's physical address bits, q35's default hole is 32 GB). On Proxmox give the VM `cpu: host` " +
-			"(or `cpu: <type>,phys-bits=host`) so OVMF sees the host's address width, or set the window explicitly with " +
-			"`args: -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=262144` (MB: 256 GB here; at least the sum of the BARs). " +
-			"Inside the guest, `pci=realloc` lets the kernel re-place what the firmware left out. Then restart the VM.")
+		window := windowMB(e)
+		fmt.Fprintf(&remedy, "In a VM the firmware's 64-bit MMIO window is too small for the GPUs' apertures ("+
+			"OVMF sizes it from the CPU's physical address bits, q35's default hole is 32 GB). On Proxmox give the VM `cpu: host` "+
+			"(or `cpu: <type>,phys-bits=host`) so OVMF sees the host's address width, or set the window explicitly with "+
+			"`args: -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=%d` (in MB: %d GiB, the GPUs' 64-bit BARs, %d GiB, rounded up to a power of two). "+
+			"Inside the guest, `pci=realloc` lets the kernel re-place what the firmware left out. Then restart the VM.", window, window>>10, sum64(e)>>30)
 	} else {
 		remedy.WriteString("On bare metal enable \"Above 4G decoding\" (and Resizable BAR support) in the firmware, which reserves 64-bit MMIO " +
 			"space for large BARs; boot with `pci=realloc` so the kernel re-places what the firmware left out. Then reboot.")
 	}
-	out = append(out, Finding{Severity: Error, Title: title, Evidence: capped(evidence, 12), Remedy: remedy.String()})
+	out = append(out, Finding{Severity: Error, Title: title, Evidence: evidence, Remedy: remedy.String()})
 	return out
 }
 
@@ -111,4 +121,27 @@ func oneLine(s string) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// sum64 is the size of every GPU's 64-bit memory BARs together.
+func sum64(e *Env) uint64 {
+	var sum uint64
+	for _, g := range e.Inv.GPUs {
+		for _, b := range g.BARs {
+			if b.Is64Bit && !b.IO && b.Index != 6 {
+				sum += b.Size
+			}
+		}
+	}
+	return sum
+}
+
+// windowMB is the 64-bit MMIO window to give OVMF: the GPUs' 64-bit BARs together,
+// rounded up to a power of two, at least 64 GiB, in MB as X-PciMmio64Mb wants it.
+func windowMB(e *Env) uint64 {
+	w := uint64(64 << 30)
+	for w < sum64(e) {
+		w <<= 1
+	}
+	return w >> 20
 }

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/bootcfg"
@@ -26,13 +27,16 @@ func checkGrubOverride(e *Env) []Finding {
 	}
 	var out []Finding
 	for _, key := range files {
-		os := byFile[key]
-		lost := os[0].LostBy
+		overrides := byFile[key]
+		lost := overrides[0].LostBy
 		var params []string
 		evidence := []string{}
-		for _, o := range os {
+		for _, o := range overrides {
 			params = append(params, o.Param)
-			evidence = append(evidence, fmt.Sprintf("%s:%d: %s", o.SetBy.File, o.SetBy.Line, strings.TrimSpace(o.SetBy.Text)))
+			line := fmt.Sprintf("%s:%d: %s", o.SetBy.File, o.SetBy.Line, strings.TrimSpace(o.SetBy.Text))
+			if !slices.Contains(evidence, line) {
+				evidence = append(evidence, line)
+			}
 		}
 		evidence = append(evidence, fmt.Sprintf("%s:%d: %s (read after it, so it wins)", lost.File, lost.Line, strings.TrimSpace(lost.Text)))
 		out = append(out, Finding{

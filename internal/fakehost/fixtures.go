@@ -1,5 +1,10 @@
 package fakehost
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Machines modelled on real hosts, for tests. Each is also committed as a snapshot
 // archive under testdata/hosts at the repository root (see testdata/hosts/README.md),
 // which --root reads like any snapshot.
@@ -459,5 +464,82 @@ func Fixtures() []Fixture {
 		{"oracle-o1-8x4090-2socket", OracleO1},
 		{"oracle-o2-epyc-5gpu", OracleO2},
 		{"oracle-o4-2x5090-trpro", OracleO4},
+		{"q35-guest-8gpu-bar-failure", CloudGuestBARFailure},
 	}
+}
+
+// CloudGuestBARFailure is the VM the doctor's reference case came from: an Ubuntu cloud
+// image on q35 with eight RTX PRO 6000 on root ports of one host bridge, no NUMA
+// information (so every GPU pair is PHB), a 64-bit MMIO window that held the BARs of only
+// two GPUs (the other six have BAR1 and BAR3 unassigned, no driver, and the kernel log
+// says so: "can't assign; no space", "BAR1 is 0M", "probe ... failed"), and pci=realloc
+// added to /etc/default/grub where the cloud image's 50-cloudimg-settings.cfg discards it.
+func CloudGuestBARFailure() Machine {
+	m := Q35Guest8()
+	var log strings.Builder
+	log.WriteString("[    0.000000] Linux version 6.8.0-85-generic (buildd@lcy02-amd64-029) (x86_64-linux-gnu-gcc-13 (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0, GNU ld (GNU Binutils for Ubuntu) 2.42) #85-Ubuntu SMP PREEMPT_DYNAMIC Thu Sep 18 15:26:59 UTC 2025\n")
+	log.WriteString("[    0.000000] Command line: BOOT_IMAGE=/vmlinuz-6.8.0-85-generic root=LABEL=cloudimg-rootfs ro console=tty1 console=ttyS0\n")
+	failed := 0
+	for bi := range m.Bridges {
+		for di := range m.Bridges[bi].Devices {
+			port := &m.Bridges[bi].Devices[di]
+			for ci := range port.Children {
+				d := &port.Children[ci]
+				if d.Vendor != vendorNVIDIA || port.Secondary <= 2 {
+					continue // the first two GPUs got their BARs
+				}
+				if d.Func == 0 {
+					failed++
+					d.Driver = ""
+					for bi := range d.BARs {
+						if b := &d.BARs[bi]; b.Index == 1 || b.Index == 3 {
+							b.Start, b.Flags = 0, b.Flags|Unset
+						}
+					}
+					addr := fmt.Sprintf("0000:%02x:00.0", port.Secondary)
+					fmt.Fprintf(&log, "[    0.4%05d] pci %s: BAR 1 [mem size 0x2000000000 64bit pref]: can't assign; no space\n", 10*port.Secondary, addr)
+					fmt.Fprintf(&log, "[    0.4%05d] pci %s: BAR 1 [mem size 0x2000000000 64bit pref]: failed to assign\n", 10*port.Secondary+1, addr)
+					fmt.Fprintf(&log, "[    0.4%05d] pci %s: BAR 3 [mem size 0x02000000 64bit pref]: can't assign; no space\n", 10*port.Secondary+2, addr)
+					fmt.Fprintf(&log, "[    0.4%05d] pci %s: BAR 3 [mem size 0x02000000 64bit pref]: failed to assign\n", 10*port.Secondary+3, addr)
+				}
+			}
+		}
+	}
+	log.WriteString("[    0.512345] pci_bus 0000:00: Some PCI device resources are unassigned, try booting with pci=realloc\n")
+	log.WriteString("[    5.102211] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Thu Oct  9 21:29:00 UTC 2025\n")
+	for bus := 3; bus <= 8; bus++ {
+		fmt.Fprintf(&log, "[    5.1%04d] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:\n               NVRM: BAR1 is 0M @ 0x0 (PCI:0000:%02x:00.0)\n", 10*bus, bus)
+		fmt.Fprintf(&log, "[    5.1%04d] nvidia: probe of 0000:%02x:00.0 failed with error -1\n", 10*bus+1, bus)
+	}
+	fmt.Fprintf(&log, "[    5.210003] NVRM: The NVIDIA probe routine failed for %d device(s).\n", failed)
+	m.Files["dev/kmsg"] = log.String()
+	m.Files["proc/cmdline"] = "BOOT_IMAGE=/vmlinuz-6.8.0-85-generic root=LABEL=cloudimg-rootfs ro console=tty1 console=ttyS0\n"
+	m.Files["etc/default/grub"] = `# If you change this file, run 'update-grub' afterwards to update
+# /boot/grub/grub.cfg.
+
+GRUB_DEFAULT=0
+GRUB_TIMEOUT_STYLE=hidden
+GRUB_TIMEOUT=0
+GRUB_DISTRIBUTOR=` + "`( . /etc/os-release; echo ${NAME:-Ubuntu} ) 2>/dev/null || echo Ubuntu`" + `
+GRUB_CMDLINE_LINUX_DEFAULT="quiet splash pci=realloc"
+GRUB_CMDLINE_LINUX=""
+`
+	// The cloud image's drop-in, as Ubuntu ships it.
+	m.Files["etc/default/grub.d/50-cloudimg-settings.cfg"] = `# Cloud Image specific Grub settings for Generic Cloud Images
+# CLOUD_IMG: This file was created/modified by the Cloud Image build process
+
+# Set the recordfail timeout
+GRUB_RECORDFAIL_TIMEOUT=0
+
+# Do not wait on grub prompt
+GRUB_TIMEOUT=0
+
+# Set the default commandline
+GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 console=ttyS0"
+
+# Set the grub console type
+GRUB_TERMINAL=console
+`
+	m.Files["proc/cpuinfo"] = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9555 64-Core Processor\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm rep_good nopl cpuid extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy svm cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext\naddress sizes\t: 40 bits physical, 48 bits virtual\n"
+	return m
 }
