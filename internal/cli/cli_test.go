@@ -358,3 +358,37 @@ func TestDemoPVE(t *testing.T) {
 		t.Errorf("--apply on the demo: %v", err)
 	}
 }
+
+func TestDoctorExitStatus(t *testing.T) {
+	out := mustRun(t, "--demo", "doctor")
+	if !strings.Contains(out, "0 errors, 0 warnings") {
+		t.Errorf("doctor on the sample host:\n%s", out)
+	}
+	fixture := filepath.Join("..", "..", "testdata", "hosts", "q35-guest-8gpu-bar-failure.tar.gz")
+	out, _, err := run(t, "--root", fixture, "doctor")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitErrors || !strings.Contains(out, "ERROR  bar-unassigned") || !strings.Contains(out, "fix: ") {
+		t.Errorf("doctor on the failed VM: %v\n%s", err, out)
+	}
+	out, _, err = run(t, "--root", fixture, "doctor", "--only", "grub-override", "-o", "json")
+	var doc struct {
+		Findings []struct {
+			ID       string   `json:"id"`
+			Severity string   `json:"severity"`
+			Evidence []string `json:"evidence"`
+			Remedy   string   `json:"remedy"`
+		} `json:"findings"`
+	}
+	if !errors.As(err, &ee) || ee.Code != ExitWarnings || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Findings) != 1 ||
+		doc.Findings[0].Severity != "warning" || len(doc.Findings[0].Evidence) == 0 || doc.Findings[0].Remedy == "" {
+		t.Errorf("doctor --only grub-override -o json: %v\n%s", err, out)
+	}
+	if _, _, err := run(t, "--demo", "doctor", "--only", "nonsense"); err == nil || !strings.Contains(err.Error(), "nonsense") {
+		t.Errorf("unknown check: %v", err)
+	}
+	log := filepath.Join(t.TempDir(), "dmesg.txt")
+	os.WriteFile(log, []byte("[   12.5] nvidia 0000:e1:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]\n"), 0o644)
+	if out, _, err := run(t, "--demo", "doctor", "--kernel-log", log, "--only", "iommu-page-faults"); !errors.As(err, &ee) || ee.Code != ExitErrors || !strings.Contains(out, "0000:e1:00.0") {
+		t.Errorf("--kernel-log: %v\n%s", err, out)
+	}
+}

@@ -17,11 +17,8 @@ func checkLinks(e *Env) []Finding {
 		if l.Width > 0 && l.MaxWidth > 0 && l.Width < l.MaxWidth {
 			narrow = append(narrow, fmt.Sprintf("%s: x%d of x%d (%s)", g.Address, l.Width, l.MaxWidth, l.String()))
 		}
-		if rp, ok := g.RootPort(); ok && len(g.Parents) > 0 {
+		if len(g.Parents) > 0 {
 			parent := e.Inv.Tree.Lookup(g.Parents[len(g.Parents)-1])
-			if parent == nil {
-				parent = e.Inv.Tree.Lookup(rp)
-			}
 			if parent != nil && parent.Link.MaxGen > 0 && l.MaxGen > parent.Link.MaxGen {
 				slow = append(slow, fmt.Sprintf("%s: Gen%d capable, but its port %s only Gen%d", g.Address, l.MaxGen, parent.Address, parent.Link.MaxGen))
 			}
@@ -48,10 +45,10 @@ func checkLinks(e *Env) []Finding {
 	}
 	if len(slow) > 0 {
 		out = append(out, Finding{
-			Severity: Warning,
+			Severity: Info,
 			Title:    "a GPU sits in a slot slower than the GPU",
 			Evidence: capped(slow, 8),
-			Remedy:   "The port above the GPU cannot reach the GPU's speed: use a faster slot, or check the firmware's PCIe generation setting for it.",
+			Remedy:   "The port above the GPU cannot reach the GPU's speed, so the link runs at the port's: expected on an older platform; otherwise use a faster slot, or check the firmware's PCIe generation setting for it.",
 		})
 	}
 	if len(idle) > 0 && len(slow) == 0 {

@@ -95,6 +95,9 @@ type Device struct {
 	// Speed) and 256 on conventional PCI; 256 for a PCIe device too where the host
 	// bridge has no extended config space (i440fx).
 	ConfigSize int
+	// ExtConfig is extended config space from offset 0x100 on (capabilities such as ACS),
+	// as root reads it.
+	ExtConfig []byte
 	// ResetMethod is the reset_method file: "" for "flr bus" on a PCIe device and no
 	// file on conventional PCI; NoReset for no file (no method: a root port).
 	ResetMethod string
@@ -555,6 +558,9 @@ func config(d Device, bus uint8, multifunction bool) []byte {
 	c[9], c[10], c[11] = byte(d.Class), byte(d.Class>>8), byte(d.Class>>16)
 	if multifunction {
 		c[0x0e] = 0x80
+	}
+	if len(c) > 0x100 {
+		copy(c[0x100:], d.ExtConfig)
 	}
 	if d.Class>>8 == 0x0604 {
 		c[0x0e] |= 0x01 // header type 1: bridge

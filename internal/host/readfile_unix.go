@@ -2,10 +2,7 @@
 
 package host
 
-import (
-	"slices"
-	"syscall"
-)
+import "syscall"
 
 // readWhole reads the file at name with plain open, read and close calls. os.ReadFile
 // costs about twice the system calls for a small file (poller registration, fcntl,
@@ -30,15 +27,14 @@ func readFlags(name string, flags int) ([]byte, error) {
 		return nil, err
 	}
 	defer syscall.Close(fd)
-	// Most attributes are a line: read them on the stack, then keep an exact copy. Each
-	// read asks for at least minRead bytes, as os.ReadFile's: some /proc files misbehave
-	// when read in small pieces.
-	const minRead = 512
-	var small [minRead]byte
+	// Most attributes are a line: read them on the stack, then keep an exact copy. The
+	// first read asks for 512 bytes, as os.ReadFile's does: some /proc files that claim
+	// a size of 0 misbehave when read in smaller pieces.
+	var small [512]byte
 	buf := small[:0]
 	for {
-		if cap(buf)-len(buf) < minRead {
-			buf = slices.Grow(buf, minRead)
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
 		}
 		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
 		switch {

@@ -1,0 +1,426 @@
+package doctor
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/fakehost"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+// sample lays the sample host out in a directory, with files added or replaced ("" removes
+// one, "-> target" makes a link), so each check can be given its case.
+func sample(t *testing.T, change map[string]string) *host.Host {
+	t.Helper()
+	dir := t.TempDir()
+	zr, err := gzip.NewReader(bytes.NewReader(samplehost.Archive()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, hdr.Name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			os.Symlink(hdr.Linkname, p)
+		case tar.TypeReg:
+			b, _ := io.ReadAll(tr)
+			os.WriteFile(p, b, 0o644)
+		}
+	}
+	for p, body := range change {
+		full := filepath.Join(dir, p)
+		if body == "" {
+			os.Remove(full)
+			continue
+		}
+		os.Remove(full) // a link in the way
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if target, ok := strings.CutPrefix(body, "-> "); ok {
+			if err := os.Symlink(target, full); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := host.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func machine(t *testing.T, m fakehost.Machine) *host.Host {
+	t.Helper()
+	h, err := m.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// run runs the doctor on h, with its own kernel log or the one given.
+func run(t *testing.T, h *host.Host, log string) *Report {
+	t.Helper()
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r io.Reader
+	var logErr error
+	if log != "" {
+		r = strings.NewReader(log)
+	} else if b, err := h.KernelLog(); err == nil {
+		r = bytes.NewReader(b)
+	} else {
+		logErr = err
+	}
+	e, err := NewEnv(h, inv, r, logErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func find(r *Report, id string, sev Severity) *Finding {
+	for i, f := range r.Findings {
+		if f.ID == id && f.Severity == sev {
+			return &r.Findings[i]
+		}
+	}
+	return nil
+}
+
+func has(r *Report, id string) bool {
+	for _, f := range r.Findings {
+		if f.ID == id && f.Severity > Info {
+			return true
+		}
+	}
+	return false
+}
+
+// The healthy sample host: nothing above info; every finding has its evidence and remedy.
+func TestSampleHostIsHealthy(t *testing.T) {
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, h, "")
+	if r.Worst() > Info {
+		for _, f := range r.Findings {
+			t.Errorf("%s %s: %s %v", f.Severity, f.ID, f.Title, f.Evidence)
+		}
+	}
+	if len(r.Ran) != len(Checks) || len(r.Partial) != 0 {
+		t.Errorf("ran %v, partial %v", r.Ran, r.Partial)
+	}
+	if f := find(r, "iommu-translated", Info); f == nil || !slices.Contains(f.Evidence, "kernel: AMD-Vi: Unknown option - 'on'") {
+		t.Errorf("the invalid amd_iommu=on is not noted with its kernel line: %+v", f)
+	}
+}
+
+// The VM of the reference case: 2 of 8 GPUs probed, the cloud image's GRUB trap, a flat
+// topology, no P2P between root ports.
+func TestReferenceVM(t *testing.T) {
+	r := run(t, machine(t, fakehost.CloudGuestBARFailure()), "")
+	bar := find(r, "bar-unassigned", Error)
+	if bar == nil || !strings.Contains(bar.Title, "2 of 8 GPUs") || !strings.Contains(bar.Remedy, "X-PciMmio64Mb,string=2097152") {
+		t.Fatalf("bar-unassigned: %+v", bar)
+	}
+	ev := strings.Join(bar.Evidence, "\n")
+	for _, want := range []string{"0000:03:00.0 (no driver): BAR1 128 GiB 64-bit prefetchable", "kernel: pci 0000:03:00.0: BAR 1 [mem size 0x2000000000 64bit pref]: can't assign; no space"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("bar-unassigned evidence lacks %q:\n%s", want, ev)
+		}
+	}
+	g := find(r, "grub-override", Warning)
+	if g == nil || !strings.Contains(g.Title, "50-cloudimg-settings.cfg") || !strings.Contains(g.Title, "pci=realloc") ||
+		!slices.Contains(g.Evidence, `/etc/default/grub:8: GRUB_CMDLINE_LINUX_DEFAULT="quiet splash pci=realloc"`) {
+		t.Errorf("grub-override: %+v", g)
+	}
+	for _, id := range []string{"vm-flat-topology", "p2p-topology"} {
+		if find(r, id, Warning) == nil {
+			t.Errorf("%s did not fire", id)
+		}
+	}
+	// Nothing else: a VM's virtual links, its missing NUMA, its lack of IOMMU are no faults.
+	for _, f := range r.Findings {
+		if !slices.Contains([]string{"bar-unassigned", "grub-override", "vm-flat-topology", "p2p-topology"}, f.ID) {
+			t.Errorf("unexpected %s %s: %s", f.Severity, f.ID, f.Title)
+		}
+	}
+	if r.Worst() != Error || r.Findings[0].ID != "bar-unassigned" {
+		t.Errorf("worst %v, first %s", r.Worst(), r.Findings[0].ID)
+	}
+}
+
+func readFixture(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "kmsg", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Each check fires on its case (a change to the healthy sample host, or a fixture) and not
+// on the sample host itself (TestSampleHostIsHealthy).
+func TestChecksFire(t *testing.T) {
+	iommuFault := "[12345.678] nvidia 0000:81:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]\n"
+	cases := []struct {
+		id     string
+		sev    Severity
+		host   func(t *testing.T) *host.Host
+		log    string
+		want   string // in the title or evidence
+		silent func(t *testing.T) *host.Host
+	}{
+		{id: "iommu-page-faults", sev: Error, log: iommuFault, want: "0000:81:00.0"},
+		{id: "bar-unassigned", sev: Error, log: readFixture(t, "gpu-operator-492.log"), want: "BAR1 is 0M"},
+		{id: "driver-mismatch", sev: Error, log: readFixture(t, "nvidia-all-394.log"), want: "the version 595.80"},
+		{id: "driver-mismatch", sev: Error, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{
+				"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.575.57.08": "elf", "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05": "elf",
+				"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "-> libnvidia-ml.so.575.57.08",
+			})
+		}, want: "libnvidia-ml.so.575.57.08"},
+		{id: "sev-snp", sev: Warning, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"sys/module/kvm_amd/parameters/sev_snp": "Y\n"})
+		}, want: "sev_snp: Y"},
+		{id: "sev-snp", sev: Warning, log: readFixture(t, "amdsev-287.log"), want: "SEV-SNP enabled"},
+		{id: "cmdline-not-applied", sev: Warning, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{
+				"proc/cmdline":       "initrd=\\EFI\\proxmox\\6.17.2-1-pve\\initrd.img-6.17.2-1-pve root=ZFS=rpool/ROOT/pve-1 boot=zfs\n",
+				"etc/kernel/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs iommu=pt\n",
+			})
+		}, want: "proxmox-boot-tool refresh"},
+		{id: "cmdline-not-applied", sev: Warning, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=/dev/mapper/pve-root ro quiet\n"})
+		}, want: "iommu=pt"},
+		{id: "iommu-off", sev: Warning, host: func(t *testing.T) *host.Host {
+			m := fakehost.OracleO4()
+			m.IOMMU = false
+			return machine(t, m)
+		}, want: "/sys/kernel/iommu_groups is empty"},
+		{id: "iommu-translated", sev: Warning, host: func(t *testing.T) *host.Host {
+			m := fakehost.OracleO4()
+			m.IOMMUType = "DMA-FQ"
+			return machine(t, m)
+		}, want: "type: DMA-FQ"},
+		{id: "vm-machine-type", sev: Warning, host: func(t *testing.T) *host.Host {
+			return machine(t, fakehost.I440fxGuest4())
+		}, want: "i440FX"},
+		{id: "link-degraded", sev: Warning, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/current_link_width": "8\n"})
+		}, want: "x8 of x16"},
+		{id: "iommu-group-shared", sev: Warning, host: func(t *testing.T) *host.Host {
+			m := fakehost.OracleO4()
+			// A NIC on the root bus, in the first GPU's IOMMU group.
+			group := -1
+			for _, b := range m.Bridges {
+				for _, d := range b.Devices {
+					for _, c := range d.Children {
+						if c.Vendor == 0x10de && group < 0 {
+							group = c.Group
+						}
+					}
+				}
+			}
+			m.Bridges[0].Devices = append(m.Bridges[0].Devices, fakehost.Device{Slot: 0x1e, Vendor: 0x8086, Device: 0x1533, Class: 0x020000, Driver: "igb", Group: group})
+			return machine(t, m)
+		}, want: "also holds"},
+		{id: "gpu-held", sev: Warning, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"etc/gpusplit/split.toml": "[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n"})
+		}, want: "in container 129"},
+		{id: "split-drift", sev: Warning, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"etc/gpusplit/split.toml": "[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n"})
+		}, want: "0000:81:00.0: on nvidia, should be on vfio-pci"},
+		{id: "numa-unknown", sev: Warning, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"sys/devices/pci0000:e0/0000:e0:01.1/0000:e1:00.0/numa_node": "-1\n"})
+		}, want: "0000:e1:00.0/numa_node: -1"},
+		{id: "p2p-topology", sev: Warning, host: func(t *testing.T) *host.Host {
+			return machine(t, switchWithACS(0x001d))
+		}, want: "ReqRedir+ CmpltRedir+"},
+	}
+	for _, c := range cases {
+		t.Run(c.id, func(t *testing.T) {
+			var h *host.Host
+			if c.host != nil {
+				h = c.host(t)
+			} else {
+				var err error
+				if h, err = samplehost.Open(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := run(t, h, c.log)
+			f := find(r, c.id, c.sev)
+			if f == nil {
+				t.Fatalf("%s did not fire as %s; found %+v", c.id, c.sev, r.Findings)
+			}
+			text := f.Title + "\n" + strings.Join(f.Evidence, "\n") + "\n" + f.Remedy
+			if !strings.Contains(text, c.want) {
+				t.Errorf("%s lacks %q:\n%s", c.id, c.want, text)
+			}
+			if f.Remedy == "" || len(f.Evidence) == 0 {
+				t.Errorf("%s has no remedy or no evidence", c.id)
+			}
+		})
+	}
+	// Silent cases beyond the healthy sample host.
+	quiet := []struct {
+		name string
+		host func(t *testing.T) *host.Host
+		log  string
+		id   string
+	}{
+		{"a fault on a device that is not a GPU", nil, "[1.0] nvme 0000:12:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]\n", "iommu-page-faults"},
+		{"a split in effect", func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"etc/gpusplit/split.toml": "rest = \"keep\"\n[[group]]\nname = \"ct\"\nselect = [\"numa:0\"]\ndriver = \"nvidia\"\n"})
+		}, "", "split-drift"},
+		{"matching libraries", func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{
+				"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05": "elf", "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "-> libnvidia-ml.so.580.95.05",
+			})
+		}, "", "driver-mismatch"},
+		{"a switch without ACS redirect", func(t *testing.T) *host.Host { return machine(t, switchWithACS(0x0011)) }, "", "p2p-topology"},
+		{"a single-node machine without NUMA information", func(t *testing.T) *host.Host {
+			m := fakehost.OracleO4()
+			m.Bridges[0].NUMA = -1
+			return machine(t, m)
+		}, "", "numa-unknown"},
+	}
+	for _, q := range quiet {
+		t.Run("quiet/"+q.name, func(t *testing.T) {
+			h, _ := samplehost.Open()
+			if q.host != nil {
+				h = q.host(t)
+			}
+			if r := run(t, h, q.log); has(r, q.id) {
+				t.Errorf("%s fired on %s", q.id, q.name)
+			}
+		})
+	}
+}
+
+// switchWithACS is a host with two GPUs behind one PCIe switch whose downstream ports
+// have the ACS control register set to ctl (in config space past 0x100, read as root).
+func switchWithACS(ctl uint16) fakehost.Machine {
+	m := fakehost.OracleO1()
+	for bi := range m.Bridges {
+		for di := range m.Bridges[bi].Devices {
+			setACS(&m.Bridges[bi].Devices[di], ctl, 0)
+		}
+	}
+	return m
+}
+
+// setACS gives the switch's downstream ports (depth 2 below the root port) an ACS capability.
+func setACS(d *fakehost.Device, ctl uint16, depth int) {
+	if d.Class>>8 == 0x0604 && depth == 2 {
+		ext := make([]byte, 8)
+		binary.LittleEndian.PutUint32(ext[0:], 0x0d|1<<16) // ACS, version 1, no next capability
+		binary.LittleEndian.PutUint16(ext[4:], 0x005f)
+		binary.LittleEndian.PutUint16(ext[6:], ctl)
+		d.ExtConfig = ext
+	}
+	for i := range d.Children {
+		setACS(&d.Children[i], ctl, depth+1)
+	}
+}
+
+// A kernel log of 100 MB is read in one pass in bounded memory.
+func TestLargeLogBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads 100 MB")
+	}
+	const size = 100 << 20
+	line := "[12345.678901] nvidia 0000:81:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]\n"
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	facts, err := CollectLog(&repeat{line: line, left: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if facts.FaultCount != size/len(line) || len(facts.Faults) != maxKept {
+		t.Errorf("%d faults counted, %d kept", facts.FaultCount, len(facts.Faults))
+	}
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 32<<20 {
+		t.Errorf("heap grew by %d MB reading the log", grew>>20)
+	}
+}
+
+// repeat yields a line over and over, up to left bytes, without holding them.
+type repeat struct {
+	line string
+	left int
+	off  int
+}
+
+func (r *repeat) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && r.left > 0 {
+		c := copy(p[n:], r.line[r.off:])
+		c = min(c, r.left)
+		n += c
+		r.left -= c
+		r.off = (r.off + c) % len(r.line)
+	}
+	return n, nil
+}
+
+func TestOnlyAndUnknownCheck(t *testing.T) {
+	h, _ := samplehost.Open()
+	inv, _ := inventory.Build(h, nil)
+	e, err := NewEnv(h, inv, nil, fmt.Errorf("no log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(e, []string{"p2p-topology"})
+	if err != nil || len(r.Ran) != 1 || len(r.Findings) != 1 {
+		t.Errorf("--only: %v %+v", err, r)
+	}
+	if _, err := Run(e, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "bar-unassigned") {
+		t.Errorf("unknown check: %v", err)
+	}
+	full, _ := Run(e, nil)
+	if full.Partial["iommu-page-faults"] == "" {
+		t.Error("without a kernel log, the log checks are not marked partial")
+	}
+}
