@@ -424,3 +424,42 @@ func TestOnlyAndUnknownCheck(t *testing.T) {
 		t.Error("without a kernel log, the log checks are not marked partial")
 	}
 }
+
+// The public log excerpts of the reference, as kernel logs of hosts with GPUs at the
+// addresses they name, give the findings they are the signatures of.
+func TestRealLogExcerpts(t *testing.T) {
+	q35 := func(t *testing.T) *host.Host { return machine(t, fakehost.Q35Guest8()) }
+	demoHost := func(t *testing.T) *host.Host {
+		h, err := samplehost.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	cases := []struct {
+		log  string
+		host func(t *testing.T) *host.Host
+		id   string
+		sev  Severity
+		want string
+	}{
+		{"cuda-samples-48.log", q35, "iommu-page-faults", Error, "nvidia 0000:07:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]"},
+		{"lxd-14381.log", q35, "bar-unassigned", Error, "NVRM: BAR0 is 0M @ 0x0 (PCI:0000:07:00.0)"},
+		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "bar-unassigned", Error, "pci 0000:01:00.0: BAR 1 [mem size 0x10000000 64bit pref]: can't assign; no space"},
+		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "link-degraded", Warning, "limited by 8.0 GT/s PCIe x4 link"},
+		{"amdsev-287.log", demoHost, "sev-snp", Warning, "kvm_amd: SEV-SNP enabled (ASIDs 1 - 1)"},
+		{"bazzite-2668.log", demoHost, "driver-mismatch", Error, "has the version 570.153.02"},
+	}
+	for _, c := range cases {
+		t.Run(c.log+"/"+c.id, func(t *testing.T) {
+			r := run(t, c.host(t), readFixture(t, c.log))
+			f := find(r, c.id, c.sev)
+			if f == nil {
+				t.Fatalf("%s did not fire: %+v", c.id, r.Findings)
+			}
+			if !strings.Contains(strings.Join(f.Evidence, "\n"), c.want) {
+				t.Errorf("evidence lacks %q:\n%s", c.want, strings.Join(f.Evidence, "\n"))
+			}
+		})
+	}
+}
