@@ -138,7 +138,9 @@ type ParseError struct {
 	Msg       string
 }
 
-func (e *ParseError) Error() string { return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Col, e.Msg) }
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Col, e.Msg)
+}
 
 // children lists the elements NCCL's topology parser loads under each element
 // (src/graph/xml.cc, the ncclTopoXmlLoad* handlers); anything else it skips with

@@ -82,7 +82,9 @@ func TestParseLimits(t *testing.T) {
 	}
 }
 
-func hex2(i int) string { return string("0123456789abcdef"[i/16%16]) + string("0123456789abcdef"[i%16]) }
+func hex2(i int) string {
+	return string("0123456789abcdef"[i/16%16]) + string("0123456789abcdef"[i%16])
+}
 
 // The dumps NCCL wrote read back and write out byte for byte: Write is NCCL's format.
 func TestRoundTripNCCLDumps(t *testing.T) {
