@@ -1,9 +1,7 @@
 package doctor
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -25,30 +23,8 @@ import (
 func sample(t *testing.T, change map[string]string) *host.Host {
 	t.Helper()
 	dir := t.TempDir()
-	zr, err := gzip.NewReader(bytes.NewReader(samplehost.Archive()))
-	if err != nil {
+	if err := samplehost.Unpack(dir); err != nil {
 		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, hdr.Name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			os.MkdirAll(p, 0o755)
-		case tar.TypeSymlink:
-			os.Symlink(hdr.Linkname, p)
-		case tar.TypeReg:
-			b, _ := io.ReadAll(tr)
-			os.WriteFile(p, b, 0o644)
-		}
 	}
 	for p, body := range change {
 		full := filepath.Join(dir, p)

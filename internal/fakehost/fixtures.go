@@ -2,6 +2,7 @@ package fakehost
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -155,7 +156,17 @@ func numberGroups(m *Machine) {
 // The guest has no (virtual) IOMMU. The layout is what QEMU builds for such a VM (the
 // q35 and pcie-root-port device models); every GPU pair is PHB in it, whatever the
 // host's real topology.
-func Q35Guest8() Machine {
+func Q35Guest8() Machine { return ProxmoxQ35Guest(8, []Node{{ID: 0, CPUs: "0-31"}}) }
+
+// proxmoxRootPorts are the slots of the root ports qemu-server gives hostpci0… with
+// pcie=1 on q35: ich9-pcie-port-1…4 of its pve-q35 config files, then the ones it adds.
+var proxmoxRootPorts = []uint8{0x1c << 3, 0x1c<<3 | 1, 0x1c<<3 | 2, 0x1c<<3 | 3, 0x10 << 3, 0x10<<3 | 1, 0x10<<3 | 2, 0x10<<3 | 3, 0x10<<3 | 4, 0x10<<3 | 5, 0x10<<3 | 6, 0x10<<3 | 7}
+
+// ProxmoxQ35Guest is a q35 Proxmox VE VM with gpus RTX PRO 6000 (1 to 12) passed through
+// as hostpci0… with pcie=1, seen from inside: each GPU behind the root port qemu-server
+// gives its hostpci entry, the buses numbered in slot order as the firmware does, and
+// the guest NUMA nodes given (a VM with numa: 1 and numaN entries has several).
+func ProxmoxQ35Guest(gpus int, nodes []Node) Machine {
 	bus0 := []Device{
 		{Slot: 0x00, Vendor: vendorIntel, Device: 0x29c0, SubVendor: vendorVirtio, SubDevice: 0x1100, Class: 0x060000},
 		{
@@ -169,15 +180,13 @@ func Q35Guest8() Machine {
 			BARs:   []BAR{{Index: 0, Start: 0x6000, Size: 0x40, Flags: IOPort}, {Index: 4, Start: 0x380000000000, Size: 16 << 10, Flags: Mem64Pref}},
 		},
 	}
-	i := 0
-	for _, slot := range []uint8{0x10, 0x1c} {
-		for fn := range uint8(4) {
-			bus := uint8(i + 1)
-			gpu := modelRTXPro6000.slot(0, speedGen5, 16, 0x84000000+uint64(i)*0x08000000, 0x20000000000+uint64(i)*0x4000000000)
-			// QEMU's pcie-root-port reports a 16 GT/s x32 link since QEMU 4.0.
-			bus0 = append(bus0, bridge(slot, fn, vendorRedHat, 0x000c, 0, 0, speedGen4, 32, bus, gpu...))
-			i++
-		}
+	ports := slices.Clone(proxmoxRootPorts[:gpus])
+	slices.Sort(ports)
+	for i, devfn := range ports {
+		bus := uint8(i + 1)
+		gpu := modelRTXPro6000.slot(0, speedGen5, 16, 0x84000000+uint64(i)*0x08000000, 0x20000000000+uint64(i)*0x4000000000)
+		// QEMU's pcie-root-port reports a 16 GT/s x32 link since QEMU 4.0.
+		bus0 = append(bus0, bridge(devfn>>3, devfn&7, vendorRedHat, 0x000c, 0, 0, speedGen4, 32, bus, gpu...))
 	}
 	bus0 = append(bus0,
 		Device{Slot: 0x1f, Func: 0, Vendor: vendorIntel, Device: 0x2918, SubVendor: vendorVirtio, SubDevice: 0x1100, Class: 0x060100, Rev: 0x02, Driver: "lpc_ich"},
@@ -193,7 +202,7 @@ func Q35Guest8() Machine {
 		},
 	)
 	return Machine{
-		Nodes:         []Node{{ID: 0, CPUs: "0-31"}},
+		Nodes:         nodes,
 		Bridges:       []HostBridge{{Domain: 0, Bus: 0, NUMA: -1, Devices: bus0}},
 		NvidiaVersion: "580.95.05",
 		Files: map[string]string{

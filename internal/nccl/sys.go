@@ -75,7 +75,7 @@ func (b *builder) add(d *pci.Device) *Node {
 	if n, ok := b.pcis[id]; ok {
 		return n
 	}
-	speed, width := b.link(d)
+	speed, width := Link(b.t, d)
 	n := PCI(id, d, speed, width)
 	b.pcis[id] = n
 
@@ -101,14 +101,14 @@ func (b *builder) add(d *pci.Device) *Node {
 	return n
 }
 
-// link is the link_speed and link_width NCCL reads without NVML: the slower of the
+// Link is the link_speed and link_width NCCL reads without NVML: the slower of the
 // device's and its upstream port's max_link_speed (verbatim), and the narrower of
 // their max_link_width, a missing file counting as width 0 (which NCCL takes for x16).
-func (b *builder) link(d *pci.Device) (string, int) {
+func Link(t *pci.Tree, d *pci.Device) (string, int) {
 	var up pci.Link
 	if dir := path.Dir(d.Path); isBDF(path.Base(dir)) {
 		if a, err := pci.ParseAddress(path.Base(dir)); err == nil {
-			if pd := b.t.Lookup(a); pd != nil {
+			if pd := t.Lookup(a); pd != nil {
 				up = pd.Link
 			}
 		}

@@ -4,8 +4,14 @@
 package samplehost
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	_ "embed"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 )
@@ -24,4 +30,44 @@ func Archive() []byte { return bytes.Clone(archive) }
 // Open returns the sample host.
 func Open() (*host.Host, error) {
 	return host.OpenArchive(Name, bytes.NewReader(archive))
+}
+
+// Unpack lays the sample host out in dir, links kept as links, so that a test can change
+// its files and open it with host.Open.
+func Unpack(dir string) error {
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(hdr.Name, "./")))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(hdr.Linkname, p)
+		case tar.TypeReg:
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
+				_, err = io.Copy(f, tr)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

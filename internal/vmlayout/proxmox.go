@@ -1,0 +1,399 @@
+package vmlayout
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/nccl"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/pve"
+)
+
+// MaxHostpci is the number of hostpciN entries qemu-server reads (hostpci0–hostpci15).
+const MaxHostpci = 16
+
+// ReservationsPath is where qemu-server records which PCI devices it has reserved for
+// which VM (PVE/QemuServer/PCI.pm).
+const ReservationsPath = "/run/qemu-server/pci-id-reservations"
+
+// pcieRootPorts are the root ports qemu-server puts hostpciN with pcie=1 behind, on a q35
+// machine: the first four come with its pve-q35 config files (ich9-pcie-port-1…4 at
+// 1c.0–1c.3), the others it adds as needed (print_pcie_root_port).
+var pcieRootPorts = [MaxHostpci]string{
+	"1c.0", "1c.1", "1c.2", "1c.3",
+	"10.0", "10.1", "10.2", "10.3", "10.4", "10.5", "10.6", "10.7",
+	"11.0", "11.1", "11.2", "11.3",
+}
+
+// win7Slots are the slots on pcie.0 that a Windows 7 guest's pcie=1 devices get instead
+// of a root port (hostpciNbus0 in get_pcie_addr_map).
+var win7Slots = [MaxHostpci]uint8{0x10, 0x11, 0x12, 0x13, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x15, 0x16, 0x17, 0x18, 0x19}
+
+// pciSlots are the conventional PCI places of hostpciN without pcie=1
+// (get_pci_addr_map): bus pci.0 for the first four, pci.2 for the others.
+var pciSlots = [MaxHostpci]struct{ bus, slot uint8 }{
+	{0, 0x10}, {0, 0x11}, {0, 0x1b}, {0, 0x1c},
+	{2, 0x0d}, {2, 0x0e}, {2, 0x0f}, {2, 0x10}, {2, 0x11}, {2, 0x12}, {2, 0x13}, {2, 0x14}, {2, 0x15}, {2, 0x16}, {2, 0x17}, {2, 0x18},
+}
+
+// pciBridge is where the bridge of bus pci.N sits, as a guest path: on q35 behind the
+// DMI-to-PCI bridge at 1e.0 (pve-q35-4.0.cfg), on i440fx pci.0 is the root bus itself
+// and pci.1, pci.2 are bridges at 1e.0 and 1f.0.
+func pciBridge(q35 bool, bus uint8) string {
+	if q35 {
+		return fmt.Sprintf("1e.0/%02x.0", bus+1)
+	}
+	switch bus {
+	case 0:
+		return ""
+	case 1:
+		return "1e.0"
+	}
+	return "1f.0"
+}
+
+// Predict reads VM vmid's configuration on this node and works out, with qemu-server's
+// rules, the host device behind each hostpciN and where the guest will see it.
+func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, error) {
+	node, err := pve.NodeName(h)
+	if err != nil {
+		return nil, err
+	}
+	g, err := pve.ReadGuest(h, pve.QEMU, vmid)
+	if errors.Is(err, fs.ErrNotExist) {
+		if other := otherNode(h, vmid); other != "" {
+			return nil, fmt.Errorf("VM %d is on node %s, not on this node %s: run gpusplit there", vmid, other, node)
+		}
+		return nil, fmt.Errorf("no VM %d: %s does not exist", vmid, pve.GuestPath(pve.QEMU, vmid))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a, _ := g.Get("arch"); a != "" && a != "x86_64" {
+		return nil, fmt.Errorf("VM %d is an %s guest; gpusplit knows qemu-server's x86_64 layouts only", vmid, a)
+	}
+	machine, _ := g.Get("machine")
+	q35 := strings.Contains(pve.PropertyString(machine, "type")["type"], "q35")
+	ostype, _ := g.Get("ostype")
+	m := &Manifest{Version: ManifestVersion, VMID: vmid, Node: node, Machine: "i440fx", Devices: []Device{}, GuestNUMA: []GuestNode{}, Notes: []string{}}
+	if q35 {
+		m.Machine = "q35"
+	}
+	p := &predictor{h: h, t: t, vmid: vmid, node: node, now: now, used: map[pci.Address]bool{}}
+	if err := p.readReservations(); err != nil {
+		return nil, err
+	}
+	entries := g.Numbered("hostpci")
+	for i := range MaxHostpci {
+		k, ok := entries[i]
+		if !ok {
+			continue
+		}
+		opts := pve.PropertyString(k.Value, "host")
+		if opts["mdev"] != "" {
+			m.Notes = append(m.Notes, fmt.Sprintf("%s is a mediated device (%s): not a whole device, left out", k.Name, opts["mdev"]))
+			continue
+		}
+		pcie := opts["pcie"] == "1"
+		if pcie && !q35 {
+			return nil, fmt.Errorf("%s has pcie=1 on an i440fx machine, which qemu-server refuses (\"q35 machine model is not enabled\")", k.Name)
+		}
+		alts, err := p.alternatives(k.Name, opts)
+		if err != nil {
+			return nil, err
+		}
+		funcs, choice, err := p.choose(k.Name, alts)
+		if err != nil {
+			return nil, err
+		}
+		if choice == "predicted" {
+			m.Notes = append(m.Notes, fmt.Sprintf("%s takes the first free device of mapping %s (%d on this node): %s, if no other VM holds it when VM %d starts", k.Name, opts["mapping"], len(alts), funcs[0], vmid))
+		}
+		// Where the slot is: behind a root port, on pcie.0 (Windows 7), or on a PCI bus.
+		var slot string
+		switch {
+		case pcie && ostype == "win7":
+			slot = fmt.Sprintf("%02x", win7Slots[i])
+		case pcie:
+			slot = pcieRootPorts[i] + "/00"
+		default:
+			ps := pciSlots[i]
+			slot = fmt.Sprintf("%02x", ps.slot)
+			if b := pciBridge(q35, ps.bus); b != "" {
+				slot = b + "/" + slot
+			}
+		}
+		for j, a := range funcs {
+			d := t.Lookup(a)
+			speed, width := nccl.Link(t, d)
+			fn := 0
+			if len(funcs) > 1 {
+				fn = j // qemu-server numbers the functions of a multifunction entry in order
+			}
+			m.Devices = append(m.Devices, Device{
+				Hostpci:     k.Name,
+				GuestPath:   fmt.Sprintf("%s.%d", slot, fn),
+				Vendor:      fmt.Sprintf("%04x", d.VendorID),
+				Device:      fmt.Sprintf("%04x", d.DeviceID),
+				Class:       fmt.Sprintf("0x%06x", d.Class),
+				HostAddress: a,
+				HostNUMA:    d.NUMANode,
+				LinkSpeed:   speed,
+				LinkWidth:   width,
+				Mapping:     opts["mapping"],
+				Choice:      choice,
+			})
+		}
+	}
+	gpus := 0
+	for _, d := range m.Devices {
+		if d.IsGPU() {
+			gpus++
+		}
+	}
+	if gpus == 0 {
+		return nil, fmt.Errorf("VM %d passes through no GPU (%d hostpci entries, none a display controller): there is nothing to describe", vmid, len(m.Devices))
+	}
+	m.GuestNUMA, m.Notes = guestNUMA(g, m.Devices, m.Notes)
+	return m, nil
+}
+
+// otherNode returns the cluster node whose directory holds the VM's config, if any.
+func otherNode(h *host.Host, vmid int) string {
+	nodes, err := h.ReadDir("/etc/pve/nodes")
+	if err != nil {
+		return ""
+	}
+	for _, n := range nodes {
+		if h.Exists(fmt.Sprintf("/etc/pve/nodes/%s/qemu-server/%d.conf", n, vmid)) {
+			return n
+		}
+	}
+	return ""
+}
+
+type predictor struct {
+	h        *host.Host
+	t        *pci.Tree
+	vmid     int
+	node     string
+	now      time.Time
+	mappings *pve.MappingFile
+	used     map[pci.Address]bool
+	// reserved are qemu-server's live reservations: device to VM.
+	reserved map[pci.Address]int
+}
+
+var reservationLine = regexp.MustCompile(`^(\S+)\s(\d+)\s(time|pid):(\d+)$`)
+
+// readReservations reads the reservations that still hold: those of a running VM
+// process, and those whose start-up window has not expired.
+func (p *predictor) readReservations() error {
+	p.reserved = map[pci.Address]int{}
+	data, err := p.h.ReadString(ReservationsPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(data, "\n") {
+		m := reservationLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		a, err1 := pci.ParseAddress(m[1])
+		vm, err2 := strconv.Atoi(m[2])
+		v, err3 := strconv.ParseInt(m[4], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		live := m[3] == "time" && time.Unix(v, 0).After(p.now) ||
+			m[3] == "pid" && p.h.Exists(fmt.Sprintf("/proc/%d", v))
+		if live {
+			p.reserved[a] = vm
+		}
+	}
+	return nil
+}
+
+// alternatives returns the device sets a hostpci entry may get, in qemu-server's order:
+// the host= value is one set (its ';'-separated devices), a mapping offers one set per
+// map line of this node.
+func (p *predictor) alternatives(key string, opts map[string]string) ([][]pci.Address, error) {
+	var paths [][]string
+	switch {
+	case opts["host"] != "" && opts["mapping"] != "":
+		return nil, fmt.Errorf("%s sets both host and mapping, which qemu-server refuses", key)
+	case opts["mapping"] != "":
+		if p.mappings == nil {
+			data, err := p.h.ReadString(pve.MappingPath)
+			if errors.Is(err, fs.ErrNotExist) {
+				data = ""
+			} else if err != nil {
+				return nil, err
+			}
+			if p.mappings, err = pve.ParseMappings(pve.MappingPath, data); err != nil {
+				return nil, err
+			}
+		}
+		mp := p.mappings.Mapping(opts["mapping"])
+		if mp == nil {
+			return nil, fmt.Errorf("%s uses mapping %q, which %s does not have", key, opts["mapping"], pve.MappingPath)
+		}
+		entries := mp.NodeMaps(p.node)
+		if len(entries) == 0 {
+			var others []string
+			for _, e := range mp.Maps {
+				if !slices.Contains(others, e.Node) {
+					others = append(others, e.Node)
+				}
+			}
+			return nil, fmt.Errorf("%s uses mapping %s, which has no device on this node %s (only on %s): the VM cannot start here", key, opts["mapping"], p.node, strings.Join(others, ", "))
+		}
+		for _, e := range entries {
+			if problems := pve.Check(p.t, e); len(problems) > 0 {
+				return nil, fmt.Errorf("%s: mapping %s, %s: %s; qemu-server refuses a mapping that no longer matches the hardware", key, opts["mapping"], e.Path, strings.Join(problems, "; "))
+			}
+			paths = append(paths, e.Paths())
+		}
+	case opts["host"] != "":
+		paths = [][]string{strings.Split(opts["host"], ";")}
+	default:
+		return nil, fmt.Errorf("%s names neither host nor mapping", key)
+	}
+	var alts [][]pci.Address
+	for _, set := range paths {
+		var funcs []pci.Address
+		for _, id := range set {
+			fs, err := p.lookup(id)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+			funcs = append(funcs, fs...)
+		}
+		alts = append(alts, funcs)
+	}
+	return alts, nil
+}
+
+// lookup finds the functions an id names as qemu-server's lspci does: "0000:81:00.0" or
+// "81:00.0" one function (domain 0000 when left out), "0000:81:00" every function of the
+// slot.
+func (p *predictor) lookup(id string) ([]pci.Address, error) {
+	s := strings.ToLower(id)
+	if strings.Count(s, ":") == 1 {
+		s = "0000:" + s
+	}
+	if !strings.Contains(s, ".") {
+		a, err := pci.ParseAddress(s + ".0")
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a PCI address", id)
+		}
+		var out []pci.Address
+		for _, d := range p.t.Slot(a) {
+			out = append(out, d.Address)
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("no PCI device %s on this host", s)
+		}
+		return out, nil
+	}
+	a, err := pci.ParseAddress(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a PCI address", id)
+	}
+	if p.t.Lookup(a) == nil {
+		return nil, fmt.Errorf("no PCI device %s on this host", a)
+	}
+	return []pci.Address{a}, nil
+}
+
+// choose picks the alternative qemu-server's choose_hostpci_devices would: the only one,
+// or the first whose devices no earlier entry took and no other VM has reserved.
+func (p *predictor) choose(key string, alts [][]pci.Address) ([]pci.Address, string, error) {
+	take := func(funcs []pci.Address) {
+		for _, a := range funcs {
+			p.used[a] = true
+		}
+	}
+	if len(alts) == 1 {
+		for _, a := range alts[0] {
+			if p.used[a] {
+				return nil, "", fmt.Errorf("%s: device %s is assigned more than once, which qemu-server refuses", key, a)
+			}
+		}
+		take(alts[0])
+		return alts[0], "fixed", nil
+	}
+	for _, funcs := range alts {
+		free, mine := true, true
+		for _, a := range funcs {
+			vm, reserved := p.reserved[a]
+			free = free && !p.used[a] && (!reserved || vm == p.vmid)
+			mine = mine && reserved && vm == p.vmid
+		}
+		if free {
+			take(funcs)
+			if mine {
+				return funcs, "reserved", nil
+			}
+			return funcs, "predicted", nil
+		}
+	}
+	return nil, "", fmt.Errorf("%s: no free device among the %d of its mapping: other entries or VMs hold them all, so the VM would not start (\"could not find a free device\")", key, len(alts))
+}
+
+// guestNUMA reads the numaN entries bound to a single host node, and notes where the
+// GPUs' host nodes have no guest node of their own.
+func guestNUMA(g *pve.Guest, devs []Device, notes []string) ([]GuestNode, []string) {
+	out := []GuestNode{}
+	numaOn, _ := g.Get("numa")
+	for _, k := range sortedKeys(g.Numbered("numa")) {
+		v := pve.PropertyString(k.Value, "")
+		hn, err := strconv.Atoi(v["hostnodes"])
+		if err != nil {
+			continue // unbound, or several host nodes: not one node's
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(k.Name, "numa"))
+		out = append(out, GuestNode{Guest: n, Host: hn, CPUs: strings.ReplaceAll(v["cpus"], ";", ",")})
+	}
+	var missing []int
+	for _, d := range devs {
+		found := false
+		for _, gn := range out {
+			found = found || gn.Host == d.HostNUMA
+		}
+		if d.IsGPU() && d.HostNUMA >= 0 && !found && !slices.Contains(missing, d.HostNUMA) {
+			missing = append(missing, d.HostNUMA)
+		}
+	}
+	if len(missing) > 0 {
+		why := "its numaN entries bind no guest node to them"
+		if numaOn != "1" {
+			why = "it has no numa: 1"
+		}
+		notes = append(notes, fmt.Sprintf("VM %d's GPUs are on host NUMA nodes %v, but %s: the guest's CPUs and memory are not placed near them (gpusplit pve sync binds them)", g.ID, missing, why))
+	}
+	return out, notes
+}
+
+func sortedKeys(m map[int]pve.Key) []pve.Key {
+	var ids []int
+	for i := range m {
+		ids = append(ids, i)
+	}
+	slices.Sort(ids)
+	var out []pve.Key
+	for _, i := range ids {
+		out = append(out, m[i])
+	}
+	return out
+}
