@@ -23,10 +23,10 @@ const ManifestVersion = 1
 // Manifest describes the devices a VM passes through, as the guest will see them and as
 // they are on the host.
 type Manifest struct {
-	Version int    `json:"version"`
-	VMID    int    `json:"vmid"`
-	Node    string `json:"node"`    // the Proxmox node the VM runs on
-	Machine string `json:"machine"` // q35 or i440fx
+	Version int      `json:"version"`
+	VMID    int      `json:"vmid"`
+	Node    string   `json:"node"`    // the Proxmox node the VM runs on
+	Machine string   `json:"machine"` // q35 or i440fx
 	Devices []Device `json:"devices"`
 	// GuestNUMA are the guest's NUMA nodes that are bound to exactly one host node
 	// (numaN: …,hostnodes=H).
