@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,10 +98,24 @@ func (g *globals) json() bool { return g.output == "json" }
 
 // writeJSON writes v indented, with a final newline.
 func (g *globals) writeJSON(v any) error {
-	enc := json.NewEncoder(g.stdout)
+	b, err := jsonBytes(v)
+	if err != nil {
+		return err
+	}
+	_, err = g.stdout.Write(b)
+	return err
+}
+
+// jsonBytes is v as writeJSON writes it.
+func jsonBytes(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // warn prints warnings to standard error, where they do not spoil JSON or tables.
@@ -178,7 +193,7 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json (for snapshot: the archive to write)")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
-	root.AddCommand(newInventory(g), newTopo(g), newPlan(g), newApply(g), newStatus(g), newRollback(g), newPersist(g), newPVE(g), newDoctor(g), newSnapshot(g), selectorsTopic)
+	root.AddCommand(newInventory(g), newTopo(g), newPlan(g), newApply(g), newStatus(g), newRollback(g), newPersist(g), newPVE(g), newDoctor(g), newNCCLTopo(g), newSnapshot(g), selectorsTopic)
 	return root
 }
 

@@ -314,7 +314,7 @@ func (p *parser) tag() (tag, error) {
 			return t, p.errf("expected '<', got %q: NCCL's parser takes no text between elements", c)
 		}
 		if bytes.HasPrefix(p.data[p.off:], []byte("?")) {
-			return t, p.errf("an XML declaration (<?xml …?>): NCCL's parser stops at it (\"expected >, got '?'\")")
+			return t, &ParseError{t.line, t.col, "an XML declaration (<?xml …?>): NCCL's parser stops at it (\"expected >, got '?'\")"}
 		}
 		if bytes.HasPrefix(p.data[p.off:], []byte("!--")) {
 			end := bytes.Index(p.data[p.off+3:], []byte("-->"))

@@ -1,9 +1,11 @@
 package vmlayout
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -91,6 +93,10 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 		return nil, err
 	}
 	entries := g.Numbered("hostpci")
+	predicted := map[string][]string{}
+	alternatives := map[string]int{}
+	running := h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid))
+	var elsewhere []string // devices on another driver than vfio-pci
 	for i := range MaxHostpci {
 		k, ok := entries[i]
 		if !ok {
@@ -114,7 +120,11 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			return nil, err
 		}
 		if choice == "predicted" {
-			m.Notes = append(m.Notes, fmt.Sprintf("%s takes the first free device of mapping %s (%d on this node): %s, if no other VM holds it when VM %d starts", k.Name, opts["mapping"], len(alts), funcs[0], vmid))
+			predicted[opts["mapping"]] = append(predicted[opts["mapping"]], fmt.Sprintf("%s gets %s", k.Name, funcs[0].Slot()))
+			alternatives[opts["mapping"]] = len(alts)
+		}
+		if d := t.Lookup(funcs[0]); d.Driver != "vfio-pci" && !running {
+			elsewhere = append(elsewhere, fmt.Sprintf("%s (%s)", funcs[0], cmp.Or(d.Driver, "no driver")))
 		}
 		// Where the slot is: behind a root port, on pcie.0 (Windows 7), or on a PCI bus.
 		var slot string
@@ -151,6 +161,12 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 				Choice:      choice,
 			})
 		}
+	}
+	if len(elsewhere) > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%s not on vfio-pci now: qemu-server rebinds them when VM %d starts, taking them from whatever uses them; split the GPUs first (gpusplit plan, apply)", strings.Join(elsewhere, ", "), vmid))
+	}
+	for _, mp := range slices.Sorted(maps.Keys(predicted)) {
+		m.Notes = append(m.Notes, fmt.Sprintf("mapping %s has %d devices on this node; qemu-server gives each entry the first one that is free when VM %d starts: %s, if no other VM holds them then", mp, alternatives[mp], vmid, strings.Join(predicted[mp], ", ")))
 	}
 	gpus := 0
 	for _, d := range m.Devices {

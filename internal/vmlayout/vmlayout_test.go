@@ -129,7 +129,7 @@ func TestPredictBeforeSplit(t *testing.T) {
 		t.Errorf("machine %s node %s numa %v", m.Machine, m.Node, m.GuestNUMA)
 	}
 	joined := strings.Join(m.Notes, "\n")
-	for _, w := range []string{"first free device of mapping pro6000 (8 on this node)", "host NUMA nodes [0]", "numaN entries bind no guest node"} {
+	for _, w := range []string{"mapping pro6000 has 8 devices on this node", "hostpci3 gets 0000:71:00.0", "host NUMA nodes [0]", "numaN entries bind no guest node", "0000:01:00.0 (nvidia), 0000:11:00.0 (nvidia)"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("notes lack %q:\n%s", w, joined)
 		}
@@ -205,7 +205,7 @@ func TestTwoNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Notes) != 0 {
+	if len(m.Notes) != 1 || !strings.Contains(m.Notes[0], "0000:f1:00.0 (nvidia) not on vfio-pci now") {
 		t.Errorf("notes: %q", m.Notes)
 	}
 	for _, d := range m.Devices {

@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/doctor"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/nccl"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/topo"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
+)
+
+// p2pChecks are the doctor's checks whose findings decide whether NCCL_P2P_DISABLE=1 is
+// advised: corrupted peer DMA under the IOMMU, SEV-SNP's forced translation, and GPUs
+// that a VM cannot reach each other between.
+var p2pChecks = []string{"iommu-page-faults", "sev-snp", "p2p-topology"}
+
+func newNCCLTopo(g *globals) *cobra.Command {
+	var vmid int
+	var manifest, file, check string
+	var withGPUs bool
+	cmd := &cobra.Command{
+		Use:   "nccl-topo",
+		Short: "Write the NCCL topology file (NCCL_TOPO_FILE) of this host, or of a VM from its manifest",
+		Long: `Write the XML topology file that NCCL reads from NCCL_TOPO_FILE, so that NCCL knows which
+GPUs share a PCIe switch, a host bridge or a NUMA node.
+
+On bare metal it is what NCCL itself detects from sysfs: a <cpu> per NUMA node, a <pci>
+for each GPU, RDMA NIC and switch upstream port between them, in NCCL's own format. That
+file is mostly useful to look at, or to copy into a VM.
+
+In a VM NCCL sees every GPU on one host bridge with no NUMA node. Then:
+  1. on the Proxmox host, gpusplit nccl-topo --vm ID --file ID.json writes the VM's
+     manifest: each passed-through device, the slot qemu-server gives it in the guest, and
+     its host NUMA node and link;
+  2. in the guest, gpusplit nccl-topo --manifest ID.json --file /etc/nccl-topo.xml finds
+     the devices by their slots and writes the topology with the guest's bus ids and the
+     host's NUMA nodes; then run NCCL with NCCL_TOPO_FILE=/etc/nccl-topo.xml.
+
+Both say whether NCCL_P2P_DISABLE=1 is advised, from the doctor's findings (` + strings.Join(p2pChecks, ", ") + `).
+
+Only <cpu> and <pci> elements are written: NCCL trusts a file's <gpu> attributes over its
+own detection. --with-gpus adds <gpu dev= sm=> for tools that want them.
+
+--check FILE reads a topology file the way NCCL's parser does and names the line of
+anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
+		Example: `  gpusplit --demo nccl-topo
+  gpusplit --demo nccl-topo --vm 131
+  gpusplit nccl-topo --vm 131 --file /root/vm131-manifest.json    # on the Proxmox host
+  gpusplit nccl-topo --manifest vm131-manifest.json --file /etc/nccl-topo.xml   # in the VM
+  gpusplit nccl-topo --check /etc/nccl-topo.xml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case check != "" && (vmid != 0 || manifest != "" || file != "" || withGPUs):
+				return errors.New("--check reads a file; it takes no other option")
+			case vmid != 0 && manifest != "":
+				return errors.New("--vm (on the Proxmox host) and --manifest (in the guest) are the two ends of one job; use one of them")
+			case vmid != 0 && withGPUs:
+				return errors.New("--with-gpus shapes the topology file; --vm writes a manifest")
+			case check != "":
+				return checkTopology(g, check)
+			}
+			h, inv, err := g.inventory()
+			if err != nil {
+				return err
+			}
+			res := &ncclResult{Notes: []string{}, Warnings: []string{}}
+			if vmid != 0 {
+				m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
+				if err != nil {
+					return err
+				}
+				res.Manifest, res.Notes = m, m.Notes
+				data, err := jsonBytes(m)
+				if err != nil {
+					return err
+				}
+				res.artifact = data
+			} else {
+				var x *nccl.Node
+				if manifest != "" {
+					x, err = guestTopology(h, inv, manifest, res)
+				} else {
+					x, err = hostTopology(h, inv, withGPUs, res)
+				}
+				if err != nil {
+					return err
+				}
+				res.artifact = nccl.Marshal(x)
+				res.XML = string(res.artifact)
+			}
+			res.P2PDisable, res.P2PReasons, err = p2pAdvice(h, inv)
+			if err != nil {
+				return err
+			}
+			if file != "" {
+				abs, err := filepath.Abs(file)
+				if err != nil {
+					return err
+				}
+				if err := writeFileAtomic(abs, res.artifact); err != nil {
+					return fmt.Errorf("writing %s: %w (nothing was written there)", file, err)
+				}
+				res.File = abs
+			}
+			return res.print(g, vmid)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&vmid, "vm", 0, "on a Proxmox host: write the manifest of this VM's passed-through devices")
+	f.StringVar(&manifest, "manifest", "", "in a VM: the manifest written on the host with --vm")
+	f.StringVar(&file, "file", "", "write the topology (or the manifest) to this file instead of standard output")
+	f.StringVar(&check, "check", "", "check a topology file against NCCL's parser rules")
+	f.BoolVar(&withGPUs, "with-gpus", false, "add <gpu dev= sm=> elements (NCCL trusts them over its own detection)")
+	return cmd
+}
+
+// ncclResult is what nccl-topo did, and its JSON form (docs/json.md).
+type ncclResult struct {
+	XML        string             `json:"xml,omitempty"`
+	Manifest   *vmlayout.Manifest `json:"manifest,omitempty"`
+	File       string             `json:"file,omitempty"`
+	P2PDisable bool               `json:"p2p_disable"`
+	P2PReasons []doctor.Finding   `json:"p2p_reasons"`
+	Notes      []string           `json:"notes"`
+	Warnings   []string           `json:"warnings"`
+	artifact   []byte
+}
+
+func (r *ncclResult) print(g *globals, vmid int) error {
+	if g.json() {
+		return g.writeJSON(r)
+	}
+	// The file goes to standard output unless it was written to --file; the advice then
+	// goes to standard error, where it does not spoil a redirect.
+	msg := g.stdout
+	if r.File == "" {
+		if _, err := g.stdout.Write(r.artifact); err != nil {
+			return err
+		}
+		msg = g.stderr
+	}
+	g.warn(r.Warnings)
+	for _, n := range r.Notes {
+		fmt.Fprintf(msg, "note: %s\n", n)
+	}
+	switch {
+	case vmid != 0 && r.File == "":
+		fmt.Fprintf(msg, "# save this manifest (or write it with --file), copy it into VM %d and there run:\n", vmid)
+		fmt.Fprintf(msg, "#   gpusplit nccl-topo --manifest vm%d-manifest.json --file /etc/nccl-topo.xml\n", vmid)
+	case vmid != 0:
+		fmt.Fprintf(msg, "wrote the manifest of VM %d to %s; copy it into the VM and there run:\n", vmid, r.File)
+		fmt.Fprintf(msg, "  gpusplit nccl-topo --manifest %s --file /etc/nccl-topo.xml\n", filepath.Base(r.File))
+	case r.File == "":
+		fmt.Fprintf(msg, "# save this (or write it with --file PATH) and export NCCL_TOPO_FILE=<its path>\n")
+	default:
+		fmt.Fprintf(msg, "wrote %s\nexport NCCL_TOPO_FILE=%s\n", r.File, r.File)
+	}
+	if r.P2PDisable {
+		fmt.Fprintf(msg, "export NCCL_P2P_DISABLE=1   # advised; the doctor found:\n")
+		for _, f := range r.P2PReasons {
+			fmt.Fprintf(msg, "#   %s: %s\n", f.ID, f.Title)
+		}
+	} else {
+		fmt.Fprintf(msg, "# NCCL_P2P_DISABLE=1 is not advised: the doctor's %s found nothing against peer-to-peer\n", strings.Join(p2pChecks, ", "))
+	}
+	return nil
+}
+
+// hostTopology is the topology of this host's GPUs and RDMA NICs, as NCCL detects it.
+func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *ncclResult) (*nccl.Node, error) {
+	if len(inv.GPUs) == 0 {
+		return nil, errors.New("no GPU found (see gpusplit inventory; --devices chooses others)")
+	}
+	var devs []*pci.Device
+	for _, gp := range inv.GPUs {
+		if gp.VendorID != pci.VendorNVIDIA {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s is not an NVIDIA GPU: NCCL does not use it (RCCL reads a version 2 file of its own)", gp.Address))
+		}
+		devs = append(devs, gp.Device)
+	}
+	for _, n := range topo.NICs(h, inv.Tree) {
+		devs = append(devs, n.Device)
+	}
+	x, warnings, err := nccl.FromHost(h, inv.Tree, devs, nccl.Options{WithGPUs: withGPUs})
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = append(res.Warnings, warnings...)
+	if m := topo.Build(gpuDevices(inv), nil, topo.NUMANodes(h)); m.Flat() && len(inv.GPUs) > 1 {
+		res.Notes = append(res.Notes, "this looks like a VM: every GPU is on one host bridge with no NUMA node, so this file says only that; on the Proxmox host, gpusplit nccl-topo --vm ID writes the manifest that describes the real hardware")
+	}
+	return x, nil
+}
+
+// guestTopology is the topology of a VM's GPUs from the manifest written on its host.
+func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res *ncclResult) (*nccl.Node, error) {
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		return nil, fmt.Errorf("--manifest: %w", err)
+	}
+	m, err := vmlayout.ParseManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", manifest, err)
+	}
+	pairs, err := vmlayout.Match(m, inv.Tree, gpuDevices(inv))
+	if err != nil {
+		return nil, err
+	}
+	x, notes := vmlayout.GuestTopology(h, m, pairs)
+	res.Notes = append(res.Notes, notes...)
+	return x, nil
+}
+
+func gpuDevices(inv *inventory.Inventory) []*pci.Device {
+	var out []*pci.Device
+	for _, gp := range inv.GPUs {
+		out = append(out, gp.Device)
+	}
+	return out
+}
+
+// p2pAdvice runs the doctor's peer-to-peer checks: NCCL_P2P_DISABLE=1 is advised when any
+// of them warns or worse.
+func p2pAdvice(h *host.Host, inv *inventory.Inventory) (bool, []doctor.Finding, error) {
+	var log io.Reader
+	b, logErr := h.KernelLog()
+	if logErr == nil {
+		log = bytes.NewReader(b)
+	}
+	env, err := doctor.NewEnv(h, inv, log, logErr)
+	if err != nil {
+		return false, nil, err
+	}
+	report, err := doctor.Run(env, p2pChecks)
+	if err != nil {
+		return false, nil, err
+	}
+	reasons := []doctor.Finding{}
+	for _, f := range report.Findings {
+		if f.Severity >= doctor.Warning {
+			reasons = append(reasons, f)
+		}
+	}
+	return len(reasons) > 0, reasons, nil
+}
+
+// checkTopology reads a topology file as NCCL's parser does.
+func checkTopology(g *globals, file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	x, err := nccl.Parse(data)
+	if err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", file, err)}
+	}
+	cpus, pcis, gpus := 0, 0, 0
+	x.Walk(func(n *nccl.Node) {
+		switch n.Name {
+		case "cpu":
+			cpus++
+		case "pci":
+			pcis++
+		case "gpu":
+			gpus++
+		}
+	})
+	if g.json() {
+		return g.writeJSON(map[string]any{"file": file, "ok": true, "elements": x.Count(), "cpus": cpus, "pcis": pcis, "gpus": gpus})
+	}
+	fmt.Fprintf(g.stdout, "%s: NCCL reads it: %d elements (of at most %d): %d <cpu>, %d <pci>, %d <gpu>\n", file, x.Count(), nccl.MaxNodes, cpus, pcis, gpus)
+	if gpus > 0 {
+		fmt.Fprintf(g.stdout, "note: NCCL takes the file's <gpu> attributes (dev, sm) over what it detects: they must match the machine that reads it\n")
+	}
+	return nil
+}
