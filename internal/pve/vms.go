@@ -136,13 +136,22 @@ func (s *syncer) syncNUMA(g *Guest, gpus []pci.Address, c *Change) {
 			nodes = append(nodes, n)
 		}
 	}
+	c.Notes = append(c.Notes, BindNUMA(g, nodes)...)
+}
+
+// BindNUMA gives a VM numa: 1 and, unless it has numaN entries already, one guest NUMA
+// node per host node (ascending), bound to it with the vCPUs and memory shared out
+// evenly. It returns what it did, or why it could not.
+func BindNUMA(g *Guest, nodes []int) []string {
+	nodes = slices.Clone(nodes)
 	slices.Sort(nodes)
 	if len(nodes) == 0 {
-		return
+		return nil
 	}
+	var notes []string
 	if v, _ := g.Get("numa"); v != "1" {
 		g.Set("numa", "1")
-		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: numa: 1, so the guest's memory and vCPUs can be placed on the GPUs' NUMA nodes", g.ID))
+		notes = append(notes, fmt.Sprintf("VM %d: numa: 1, so the guest's memory and vCPUs can be placed on the GPUs' NUMA nodes", g.ID))
 	}
 	existing := g.Numbered("numa")
 	if len(existing) > 0 {
@@ -156,21 +165,19 @@ func (s *syncer) syncNUMA(g *Guest, gpus []pci.Address, c *Change) {
 		}
 		slices.Sort(bound)
 		if !slices.Equal(bound, nodes) {
-			c.Notes = append(c.Notes, fmt.Sprintf("VM %d: its numaN entries bind host nodes %v, its GPUs are on %v: change hostnodes by hand", g.ID, bound, nodes))
+			notes = append(notes, fmt.Sprintf("VM %d: its numaN entries bind host nodes %v, its GPUs are on %v: change hostnodes by hand", g.ID, bound, nodes))
 		}
-		return
+		return notes
 	}
 	cores, sockets := intOr(g, "cores", 1), intOr(g, "sockets", 1)
 	memory, hasMemory := g.Get("memory")
 	mem, err := strconv.Atoi(memory)
 	if !hasMemory || err != nil {
-		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: no fixed memory size, so no numaN entries were added; bind its guest NUMA nodes to host nodes %v", g.ID, nodes))
-		return
+		return append(notes, fmt.Sprintf("VM %d: no fixed memory size, so no numaN entries were added; bind its guest NUMA nodes to host nodes %v", g.ID, nodes))
 	}
 	vcpus := cores * sockets
 	if vcpus < len(nodes) {
-		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %d vCPUs cannot cover the %d NUMA nodes of its GPUs", g.ID, vcpus, len(nodes)))
-		return
+		return append(notes, fmt.Sprintf("VM %d: %d vCPUs cannot cover the %d NUMA nodes of its GPUs", g.ID, vcpus, len(nodes)))
 	}
 	// One guest node per host node of the GPUs, vCPUs and memory shared out evenly.
 	cpu := 0
@@ -190,7 +197,7 @@ func (s *syncer) syncNUMA(g *Guest, gpus []pci.Address, c *Change) {
 		g.Set(fmt.Sprintf("numa%d", i), fmt.Sprintf("cpus=%s,hostnodes=%d,memory=%d,policy=bind", cpus, n, nm))
 		cpu += nc
 	}
-	c.Notes = append(c.Notes, fmt.Sprintf("VM %d: guest NUMA nodes bound to host nodes %v, where its GPUs are", g.ID, nodes))
+	return append(notes, fmt.Sprintf("VM %d: guest NUMA nodes bound to host nodes %v, where its GPUs are", g.ID, nodes))
 }
 
 // compute reports whether GPUs are compute GPUs (3D controllers, not VGA).

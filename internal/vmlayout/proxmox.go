@@ -174,6 +174,9 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			gpus++
 		}
 	}
+	if gpus == 0 && HasLayout(g) {
+		return nil, fmt.Errorf("VM %d's GPUs are in gpusplit's NUMA layout (its args): the guest sees the host's NUMA nodes and host bridges itself, and NCCL needs no topology file (gpusplit topo in the guest shows them)", vmid)
+	}
 	if gpus == 0 {
 		return nil, fmt.Errorf("VM %d passes through no GPU (%d hostpci entries, none a display controller): there is nothing to describe", vmid, len(m.Devices))
 	}
