@@ -15,13 +15,13 @@ import (
 
 func newPVE(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "pve mappings|sync",
+		Use:   "pve mappings|sync|vm-layout",
 		Short: "Keep Proxmox VE consistent with the split: PCI mappings, containers, VMs",
 		Long: `Keep Proxmox VE's configuration consistent with the split: the PCI mappings of
 /etc/pve/mapping/pci.cfg, the device entries of the containers that use the GPUs, and the
 VMs that pass them through. docs/proxmox.md walks through the reference case.`,
 	}
-	cmd.AddCommand(newPVEMappings(g), newPVESync(g))
+	cmd.AddCommand(newPVEMappings(g), newPVESync(g), newPVEVMLayout(g))
 	return cmd
 }
 

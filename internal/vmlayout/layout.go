@@ -108,7 +108,7 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 	l := &Layout{Bridges: []Bridge{}, Removed: []string{}, Notes: []string{}}
 	byBridge := map[pci.HostBridge][]*entry{}
 	var nodes []int
-	var mapped []string
+	var mapped, elsewhere []string
 	for _, e := range entries {
 		v, _ := g.Get(e.key)
 		opts := pve.PropertyString(v, "host")
@@ -122,6 +122,11 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 		d := t.Lookup(gpu.HostAddress)
 		if d == nil {
 			return nil, fmt.Errorf("%s: no PCI device %s on this host", e.key, gpu.HostAddress)
+		}
+		for _, f := range e.funcs {
+			if fd := t.Lookup(f.HostAddress); fd != nil && fd.Driver != "vfio-pci" {
+				elsewhere = append(elsewhere, fmt.Sprintf("%s (%s)", f.HostAddress, cmp.Or(fd.Driver, "no driver")))
+			}
 		}
 		byBridge[d.HostBridge] = append(byBridge[d.HostBridge], e)
 		if !slices.Contains(nodes, gpu.HostNUMA) {
@@ -222,7 +227,10 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 	slices.Sort(l.Removed)
 	l.Notes = append(l.Notes, fmt.Sprintf("VM %d: %s leave qemu-server's layout for %d expander bridges on host NUMA nodes %v", g.ID, strings.Join(l.Removed, ", "), len(l.Bridges), sorted(nodes)))
 	if len(mapped) > 0 {
-		l.Notes = append(l.Notes, fmt.Sprintf("VM %d: %s used a mapping; args name the host devices by address, so Proxmox no longer reserves them or binds them to vfio-pci at start: keep them on vfio-pci with gpusplit apply and persist", g.ID, strings.Join(mapped, ", ")))
+		l.Notes = append(l.Notes, fmt.Sprintf("VM %d: %s used a mapping; the args name the devices it gives now by address, and Proxmox no longer reserves them or binds them to vfio-pci at start", g.ID, strings.Join(mapped, ", ")))
+	}
+	if len(elsewhere) > 0 {
+		l.Notes = append(l.Notes, fmt.Sprintf("%s not on vfio-pci: the VM cannot start until they are, since Proxmox does not bind devices given in args (gpusplit apply, then persist)", strings.Join(elsewhere, ", ")))
 	}
 	return l, nil
 }

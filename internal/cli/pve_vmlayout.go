@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
+)
+
+func newPVEVMLayout(g *globals) *cobra.Command {
+	var vmid int
+	var apply, dryRun bool
+	cmd := &cobra.Command{
+		Use:   "vm-layout",
+		Short: "Give a VM a PCIe layout that carries the host's NUMA nodes (diff; --apply writes)",
+		Long: `Move a VM's GPUs out of its hostpciN entries into an args line that rebuilds the host's
+layout inside the guest: a pxb-pcie expander bridge for each host bridge holding its GPUs,
+on the guest NUMA node bound to that host node, with a PCIe root port per GPU behind it.
+The guest kernel then puts each GPU on its NUMA node, and nvidia-smi topo -m and NCCL see
+NODE and SYS where they saw PHB everywhere. The VM gets numa: 1 and a guest node bound to
+each host node of its GPUs (numaN: …,hostnodes=,policy=bind) unless it has them.
+
+Without --apply it changes nothing and prints the diff of the VM's config; --apply writes
+it under Proxmox's lock, with a backup, replacing the file atomically.
+
+Trade-offs: the GPUs leave Proxmox's hostpci handling. Proxmox no longer binds them to
+vfio-pci or reserves them at start (gpusplit apply and persist must keep them on
+vfio-pci), the VM's PCI mapping no longer applies (the args name host addresses), the
+VM cannot be live-migrated, and the args line uses QEMU options that a Proxmox upgrade
+can change: after an upgrade start the VM and check gpusplit topo inside.
+docs/vm-topology.md has the details.`,
+		Example: `  gpusplit --demo pve vm-layout --vm 131
+  sudo gpusplit pve vm-layout --vm 131 --apply`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if vmid == 0 {
+				return errors.New("--vm names the VM to lay out")
+			}
+			if apply && dryRun {
+				return errors.New("--apply and --dry-run contradict each other; use one")
+			}
+			h, inv, err := g.inventory()
+			if err != nil {
+				return err
+			}
+			guest, err := pve.ReadGuest(h, pve.QEMU, vmid)
+			if err == nil && vmlayout.HasLayout(guest) {
+				if _, ok := firstGPUHostpci(guest); !ok {
+					fmt.Fprintf(g.stdout, "VM %d already has gpusplit's layout: nothing to change.\n", vmid)
+					return nil
+				}
+			}
+			m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
+			if err != nil {
+				return err
+			}
+			old := guest.String()
+			l, err := vmlayout.Apply(guest, inv.Tree, m)
+			if err != nil {
+				return err
+			}
+			path := pve.GuestPath(pve.QEMU, vmid)
+			notes := l.Notes
+			if h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid)) {
+				notes = append(notes, fmt.Sprintf("VM %d is running: the layout takes effect when it is stopped and started again", vmid))
+			}
+			doc := struct {
+				VMID    int              `json:"vmid"`
+				Path    string           `json:"path"`
+				Diff    string           `json:"diff"`
+				Layout  *vmlayout.Layout `json:"layout"`
+				Notes   []string         `json:"notes"`
+				Applied bool             `json:"applied"`
+			}{vmid, path, pve.Diff(path, old, guest.String()), l, notes, apply}
+			if apply {
+				if !h.Writable() {
+					return fmt.Errorf("cannot write to %s: %w", h.Root(), errSnapshot)
+				}
+				if err := (&pve.Writer{H: h}).Write(path, old, guest.String()); err != nil {
+					return err
+				}
+			}
+			if g.json() {
+				return g.writeJSON(doc)
+			}
+			fmt.Fprint(g.stdout, doc.Diff)
+			for _, n := range notes {
+				fmt.Fprintf(g.stdout, "# %s\n", n)
+			}
+			if apply {
+				fmt.Fprintf(g.stdout, "wrote %s; the previous version is in %s.\n", path, pve.BackupDir)
+			} else {
+				fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes this change.")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&vmid, "vm", 0, "the VM to lay out")
+	f.BoolVar(&apply, "apply", false, "write the change")
+	f.BoolVar(&dryRun, "dry-run", false, "print the diff and change nothing (the default)")
+	return cmd
+}
+
+// firstGPUHostpci says whether a VM still has a hostpci entry to lay out.
+func firstGPUHostpci(g *pve.Guest) (string, bool) {
+	for _, k := range g.Numbered("hostpci") {
+		return k.Name, true
+	}
+	return "", false
+}
