@@ -172,9 +172,10 @@ func checkVMFlat(e *Env) []Finding {
 		Title:    "the VM's GPUs show no NUMA or host bridge structure: NCCL and nvidia-smi see PHB everywhere",
 		Evidence: capped(evidence, 8),
 		Remedy: "The guest cannot tell which GPUs share a host NUMA node, so NCCL cannot keep traffic within one. Either give NCCL a " +
-			"topology file that describes the host (NCCL_TOPO_FILE, made by `gpusplit nccl-topo`), or give the VM a PCIe layout that " +
-			"carries NUMA: pxb-pcie expander bridges with numa_node, the GPUs behind them, and guest NUMA nodes bound to the host's " +
-			"(numaN with hostnodes on Proxmox).",
+			"topology file that describes the host (on the Proxmox host `gpusplit nccl-topo --vm ID --file ID.json`, then in the VM " +
+			"`gpusplit nccl-topo --manifest ID.json --file /etc/nccl-topo.xml` and NCCL_TOPO_FILE=/etc/nccl-topo.xml), or give the VM " +
+			"a PCIe layout that carries NUMA: pxb-pcie expander bridges with numa_node, the GPUs behind them, and guest NUMA nodes " +
+			"bound to the host's (`gpusplit pve vm-layout --vm ID` on the host). docs/vm-topology.md compares the two.",
 	}}
 }
 

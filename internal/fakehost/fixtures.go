@@ -474,7 +474,25 @@ func Fixtures() []Fixture {
 		{"oracle-o2-epyc-5gpu", OracleO2},
 		{"oracle-o4-2x5090-trpro", OracleO4},
 		{"q35-guest-8gpu-bar-failure", CloudGuestBARFailure},
+		{"q35-guest-vm131", GuestVM131},
 	}
+}
+
+// GuestVM131 is the sample host's VM 131 after the reference split, seen from inside:
+// q35, the four NUMA-1 RTX PRO 6000 of mapping pro6000-vm as hostpci0–3 with pcie=1, so
+// behind the root ports at 00:1c.0–00:1c.3 (buses 01–04), and 64 vCPUs (cpu: host, AMD
+// EPYC 9555) in one guest NUMA node, which numa0 binds to host node 1. The guest itself
+// knows nothing of that node: every device has numa_node -1.
+func GuestVM131() Machine {
+	m := ProxmoxQ35Guest(4, []Node{{ID: 0, CPUs: "0-63"}})
+	var cpuinfo strings.Builder
+	for cpu := range 64 {
+		fmt.Fprintf(&cpuinfo, "processor\t: %d\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9555 64-Core Processor\nstepping\t: 1\n", cpu)
+		fmt.Fprintf(&cpuinfo, "physical id\t: %d\nsiblings\t: 32\ncore id\t\t: %d\ncpu cores\t: 32\napicid\t\t: %d\n", cpu/32, cpu%32, cpu)
+		cpuinfo.WriteString("flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm rep_good nopl cpuid extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy svm cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext perfctr_core ssbd ibrs ibpb stibp vmmcall fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves avx_vnni avx512_bf16 clzero xsaveerptr wbnoinvd arat npt nrip_save avx512vbmi umip pku ospke avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid movdiri movdir64b fsrm avx512_vp2intersect flush_l1d arch_capabilities\naddress sizes\t: 52 bits physical, 57 bits virtual\n\n")
+	}
+	m.Files["proc/cpuinfo"] = cpuinfo.String()
+	return m
 }
 
 // CloudGuestBARFailure is the VM the doctor's reference case came from: an Ubuntu cloud

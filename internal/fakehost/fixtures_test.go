@@ -94,6 +94,10 @@ func TestFixturesScan(t *testing.T) {
 			gpus: []string{"0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0", "0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"},
 			numa: -1, cpus: "0-31", linkSpeed: speedGen5, rootPorts: 8, probed: 2,
 		},
+		"q35-guest-vm131": {
+			gpus: []string{"0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"},
+			numa: -1, cpus: "0-63", linkSpeed: speedGen5, rootPorts: 4,
+		},
 		"i440fx-guest-4gpu": {
 			gpus: []string{"0000:00:10.0", "0000:00:11.0", "0000:00:12.0", "0000:00:13.0"},
 			numa: -1, cpus: "0-15", linkSpeed: "", rootPorts: 0,
