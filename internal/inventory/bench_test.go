@@ -10,13 +10,10 @@ package inventory_test
 //	GPUSPLIT_SYNTHETIC_DIR=/tmp/synthetic go test -run TestWriteSyntheticHost ./internal/inventory/
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -384,51 +381,10 @@ func openArchive(name string, data []byte) func() (*host.Host, error) {
 func sampleDir(b *testing.B) string {
 	b.Helper()
 	dir := b.TempDir()
-	if err := extract(samplehost.Archive(), dir); err != nil {
+	if err := samplehost.Unpack(dir); err != nil {
 		b.Fatal(err)
 	}
 	return dir
-}
-
-// extract writes the directories, files and symbolic links of a gzip-compressed tar
-// archive under dir, as tar -xzf does.
-func extract(data []byte, dir string) error {
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	tr := tar.NewReader(zr)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := filepath.Clean(hdr.Name)
-		if !filepath.IsLocal(name) {
-			return fmt.Errorf("member %q leads outside the archive", hdr.Name)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeSymlink:
-			err = os.Symlink(hdr.Linkname, p)
-		case tar.TypeReg:
-			var body []byte
-			if body, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(p, body, 0o644)
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 func BenchmarkScanMatrixSynthetic(b *testing.B) {

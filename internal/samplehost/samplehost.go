@@ -8,10 +8,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 )
@@ -48,7 +48,11 @@ func Unpack(dir string) error {
 		if err != nil {
 			return err
 		}
-		p := filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(hdr.Name, "./")))
+		name := filepath.Clean(filepath.FromSlash(hdr.Name))
+		if !filepath.IsLocal(name) {
+			return fmt.Errorf("member %q leads outside the archive", hdr.Name)
+		}
+		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
