@@ -47,14 +47,15 @@ docs/vm-topology.md has the details.`,
 			if err != nil {
 				return err
 			}
-			guest, err := pve.ReadGuest(h, pve.QEMU, vmid)
-			if err == nil && vmlayout.HasLayout(guest) {
-				if _, ok := firstGPUHostpci(guest); !ok {
-					fmt.Fprintf(g.stdout, "VM %d already has gpusplit's layout: nothing to change.\n", vmid)
-					return nil
-				}
-			}
 			m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
+			if errors.Is(err, vmlayout.ErrLaidOut) {
+				fmt.Fprintf(g.stdout, "VM %d already has gpusplit's layout: nothing to change.\n", vmid)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			guest, err := pve.ReadGuest(h, pve.QEMU, vmid)
 			if err != nil {
 				return err
 			}
@@ -104,12 +105,4 @@ docs/vm-topology.md has the details.`,
 	f.BoolVar(&apply, "apply", false, "write the change")
 	f.BoolVar(&dryRun, "dry-run", false, "print the diff and change nothing (the default)")
 	return cmd
-}
-
-// firstGPUHostpci says whether a VM still has a hostpci entry to lay out.
-func firstGPUHostpci(g *pve.Guest) (string, bool) {
-	for _, k := range g.Numbered("hostpci") {
-		return k.Name, true
-	}
-	return "", false
 }

@@ -62,7 +62,8 @@ var passOpts = map[string]string{"rombar": "rombar", "vendor-id": "x-pci-vendor-
 // Apply moves a VM's GPUs from its hostpciN entries into an args line that recreates the
 // host's layout in the guest: a pxb-pcie expander bridge per host bridge holding GPUs,
 // with the guest NUMA node bound to that host bridge's NUMA node, a PCIe root port per
-// GPU behind it, and the GPU's functions on vfio-pci there. The VM gets numa: 1 and one
+// GPU behind it, and the GPU's functions on vfio-pci there. A VM that has the layout
+// already is refused. The VM gets numa: 1 and one
 // guest node per host node (pve.BindNUMA) unless its numaN entries already bind them.
 // m is the VM's manifest (Predict), t the host's PCI tree. Other hostpci entries stay.
 // On an error g is left as it was.
@@ -80,6 +81,10 @@ func Apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 }
 
 func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
+	if HasLayout(g) {
+		// Laying out the new entries alone would drop the GPUs already in args.
+		return nil, fmt.Errorf("VM %d has gpusplit's layout in its args and GPUs in hostpci entries too: undo the layout first (the backup in %s, or remove the %s devices from args and give the GPUs hostpci entries), then lay out all of them", g.ID, pve.BackupDir, IDPrefix)
+	}
 	if m.Machine != "q35" {
 		return nil, fmt.Errorf("VM %d is an i440fx machine: expander bridges (pxb-pcie) need machine: q35", g.ID)
 	}

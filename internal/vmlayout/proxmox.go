@@ -18,6 +18,9 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
+// ErrLaidOut says that a VM's GPUs are already in gpusplit's layout (pve vm-layout).
+var ErrLaidOut = errors.New("its GPUs are in gpusplit's NUMA layout (its args)")
+
 // MaxHostpci is the number of hostpciN entries qemu-server reads (hostpci0–hostpci15).
 const MaxHostpci = 16
 
@@ -175,7 +178,7 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 		}
 	}
 	if gpus == 0 && HasLayout(g) {
-		return nil, fmt.Errorf("VM %d's GPUs are in gpusplit's NUMA layout (its args): the guest sees the host's NUMA nodes and host bridges itself, and NCCL needs no topology file (gpusplit topo in the guest shows them)", vmid)
+		return nil, fmt.Errorf("VM %d: %w: the guest sees the host's NUMA nodes and host bridges itself, and NCCL needs no topology file (gpusplit topo in the guest shows them)", vmid, ErrLaidOut)
 	}
 	if gpus == 0 {
 		return nil, fmt.Errorf("VM %d passes through no GPU (%d hostpci entries, none a display controller): there is nothing to describe", vmid, len(m.Devices))
