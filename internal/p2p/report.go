@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 )
 
-// pair returns the pair from GPU i to GPU j.
-func (r *Report) pair(i, j int) *Pair {
+// Pair returns the pair from the i-th GPU to the j-th, nil when the run stopped before it.
+func (r *Report) Pair(i, j int) *Pair {
 	for k := range r.Pairs {
 		if p := &r.Pairs[k]; p.src == i && p.dst == j {
 			return p
@@ -41,7 +41,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "GPU%d\t", i)
 			for j := range n {
 				v := "-"
-				if p := r.pair(i, j); p != nil {
+				if p := r.Pair(i, j); p != nil {
 					v = cell(p)
 				}
 				fmt.Fprintf(tw, "%s\t", v)

@@ -10,6 +10,9 @@ import (
 
 // Options tune a run; the zero value is the default run.
 type Options struct {
+	// Only, when set, are the PCI addresses of the GPUs to check; the others are left
+	// alone.
+	Only []string
 	// Sizes are the copy sizes of the integrity check (default 4 KiB, 64 KiB, 1 MiB,
 	// 16 MiB, 256 MiB), each checked Passes times (default 2) with a pattern of its own.
 	Sizes  []int64
@@ -118,6 +121,21 @@ func Run(d Driver, opt Options) (rep *Report, err error) {
 	}
 	if len(gpus) == 0 {
 		return nil, errors.New("the CUDA driver sees no GPU")
+	}
+	if len(opt.Only) > 0 {
+		var seen []string
+		gpus = slices.DeleteFunc(gpus, func(g GPU) bool {
+			keep := slices.Contains(opt.Only, g.Address)
+			if keep {
+				seen = append(seen, g.Address)
+			}
+			return !keep
+		})
+		for _, a := range opt.Only {
+			if !slices.Contains(seen, a) {
+				return nil, fmt.Errorf("%s is not a GPU the CUDA driver sees (it may be on another driver than nvidia)", a)
+			}
+		}
 	}
 	r := &runner{d: d, opt: opt, gpus: gpus, enabled: map[[2]int]bool{}}
 	rep = &Report{GPUs: gpus, Pairs: []Pair{}, Host: []HostFigures{}}
