@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/cuda"
+	"github.com/gpusplit/gpusplit/internal/doctor"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/nccl"
+	"github.com/gpusplit/gpusplit/internal/p2p"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/topo"
+)
+
+// Exit codes of p2p.
+const (
+	ExitCorrupt = 2 // a copy delivered wrong bytes
+	ExitNoCUDA  = 4 // no CUDA driver to run on
+)
+
+// CUDABinary is the name of the CUDA build of gpusplit, which the static build hands
+// p2p over to.
+const CUDABinary = "gpusplit-cuda"
+
+// handoffEnv marks a process that the static build started for p2p, so that a CUDA build
+// without the binding (a wrong build) does not hand over again.
+const handoffEnv = "GPUSPLIT_CUDA_HANDOFF"
+
+// openCUDA opens the GPU driver; tests replace it.
+var openCUDA = cuda.Open
+
+func newP2P(g *globals) *cobra.Command {
+	var sizes, size string
+	var passes, runs int
+	var integrityOnly bool
+	cmd := &cobra.Command{
+		Use:   "p2p",
+		Short: "Check that GPU-to-GPU copies arrive intact, and measure them",
+		Long: `For every ordered pair of GPUs, copy a pattern that depends on position and pass from one
+to the other, through peer access where the driver allows it and through the driver's
+staged path (host memory), read it back and compare every byte; then measure
+unidirectional and bidirectional bandwidth with and without peer access, and the latency
+of small copies, timed by the GPU (median of several runs after a warm-up), and each GPU's
+copies to and from host memory. Each pair gets a verdict: ok, corrupt, no-peer-access, or
+slow for its link and topology relation; the summary says which NCCL settings follow
+(NCCL_P2P_DISABLE=1, or NCCL_P2P_LEVEL when only closer paths are safe), beside the
+doctor's IOMMU fault and P2P topology findings.
+
+It runs the CUDA driver (libcuda.so.1) of this machine: GPUs on the nvidia driver only.
+The static gpusplit cannot load a shared library; it hands p2p over to gpusplit-cuda, the
+CUDA build (go build -tags cuda), when that is installed beside it or on the PATH.
+
+Exit status: 0 when every copy arrived intact, 2 when one did not, 4 without a CUDA
+driver, 1 on other errors. docs/p2p.md explains each verdict.`,
+		Example: `  gpusplit p2p
+  gpusplit p2p --integrity-only --sizes 4K,1M,256M
+  gpusplit p2p --devices 0000:81:00.0,0000:91:00.0 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.demo || g.root != "/" {
+				return errors.New("p2p copies between this machine's GPUs through CUDA; --root and --demo name another machine")
+			}
+			opt := p2p.Options{Passes: passes, Runs: runs, IntegrityOnly: integrityOnly}
+			var err error
+			if opt.Sizes, err = parseSizes(sizes); err != nil {
+				return fmt.Errorf("--sizes: %w", err)
+			}
+			if size != "" {
+				s, err := parseSizes(size)
+				if err != nil || len(s) != 1 {
+					return fmt.Errorf("--size %q: one size, such as 256M", size)
+				}
+				opt.BandwidthSize = s[0]
+			}
+			d, err := openCUDA()
+			if errors.Is(err, cuda.ErrStatic) {
+				return handOff(err)
+			}
+			if err != nil {
+				return &ExitError{Code: ExitNoCUDA, Err: err}
+			}
+			defer d.Close()
+			h, inv, err := g.inventory()
+			if err != nil {
+				return err
+			}
+			if g.devices != "" {
+				for _, gp := range inv.GPUs {
+					opt.Only = append(opt.Only, nccl.BusID(gp.Address))
+				}
+			}
+			numa := topo.NUMANodes(h)
+			opt.Relation = func(a, b string) string {
+				da, db := lookup(inv, a), lookup(inv, b)
+				if da == nil || db == nil {
+					return ""
+				}
+				return string(topo.Relate(da, db, numa))
+			}
+			opt.LinkGBps = func(a string) float64 {
+				if d := lookup(inv, a); d != nil {
+					speed, width := nccl.Link(inv.Tree, d)
+					return linkGBps(speed, width)
+				}
+				return 0
+			}
+			if !g.json() {
+				opt.Progress = func(s string) { fmt.Fprintf(g.stderr, "  %s\n", s) }
+			}
+			rep, runErr := p2p.Run(d, opt)
+			_, findings, err := p2pAdvice(h, inv)
+			if err != nil {
+				return err
+			}
+			if rep != nil {
+				if g.json() {
+					if err := g.writeJSON(struct {
+						*p2p.Report
+						Doctor []doctor.Finding `json:"doctor"`
+						Error  string           `json:"error,omitempty"`
+					}{rep, findings, errString(runErr)}); err != nil {
+						return err
+					}
+				} else {
+					rep.WriteText(g.stdout)
+					for _, f := range findings {
+						fmt.Fprintf(g.stdout, "  the doctor: %s: %s\n", f.ID, f.Title)
+					}
+				}
+			}
+			if runErr != nil {
+				return runErr
+			}
+			if rep.Summary.Corrupt {
+				return &ExitError{Code: ExitCorrupt}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&sizes, "sizes", "", "sizes of the integrity check (default 4K,64K,1M,16M,256M)")
+	f.IntVar(&passes, "passes", 0, "patterns per size and path (default 2)")
+	f.StringVar(&size, "size", "", "size of the timed copies (default 256M)")
+	f.IntVar(&runs, "runs", 0, "timed runs per figure, of which the median is reported (default 5)")
+	f.BoolVar(&integrityOnly, "integrity-only", false, "check the copies, measure nothing")
+	return cmd
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// lookup finds a GPU of the inventory by the address CUDA gives.
+func lookup(inv *inventory.Inventory, addr string) *pci.Device {
+	a, err := pci.ParseAddress(addr)
+	if err != nil {
+		return nil
+	}
+	return inv.Tree.Lookup(a)
+}
+
+// linkGBps is a PCIe link's one-way rate in GB/s: lanes × transfer rate × line code
+// (8b/10b up to 5 GT/s, 128b/130b from 8 GT/s; PCIe 6's FLIT mode counted as 242/256).
+func linkGBps(speed string, width int) float64 {
+	gts, gen, err := pci.ParseLinkSpeed(speed)
+	if err != nil || width <= 0 {
+		return 0
+	}
+	code := 128.0 / 130
+	switch {
+	case gen <= 2:
+		code = 0.8
+	case gen >= 6:
+		code = 242.0 / 256
+	}
+	return gts * float64(width) * code / 8
+}
+
+// parseSizes reads "4K,1M,256M" (K, M, G in powers of two; plain numbers are bytes).
+func parseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		mult := int64(1)
+		switch strings.ToUpper(f[len(f)-1:]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		}
+		num := f
+		if mult > 1 {
+			num = f[:len(f)-1]
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n <= 0 || n > (4<<30)/mult {
+			return nil, fmt.Errorf("%q is not a size from 1 byte to 4G (4K, 1M, 256M)", f)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}
+
+// handOff runs p2p in gpusplit-cuda, found beside this binary or on the PATH, in place of
+// this process; without one it says how to get it.
+func handOff(why error) error {
+	if os.Getenv(handoffEnv) != "" {
+		return &ExitError{Code: ExitNoCUDA, Err: fmt.Errorf("%w, and it was started as %s: build it with -tags cuda", why, CUDABinary)}
+	}
+	path := ""
+	if self, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(self), CUDABinary); isExecutable(p) {
+			path = p
+		}
+	}
+	if path == "" {
+		path, _ = exec.LookPath(CUDABinary)
+	}
+	if path == "" {
+		return &ExitError{Code: ExitNoCUDA, Err: fmt.Errorf("%w. p2p needs %s, the CUDA build of gpusplit, beside it or on the PATH: CGO_ENABLED=0 go build -tags cuda -o %s ./cmd/gpusplit", why, CUDABinary, CUDABinary)}
+	}
+	args := append([]string{CUDABinary}, os.Args[1:]...)
+	env := append(os.Environ(), handoffEnv+"=1")
+	if err := syscall.Exec(path, args, env); err != nil {
+		return &ExitError{Code: ExitNoCUDA, Err: fmt.Errorf("starting %s: %w", path, err)}
+	}
+	return nil
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}

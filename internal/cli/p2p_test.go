@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/p2p"
+	"github.com/gpusplit/gpusplit/internal/p2p/p2ptest"
+)
+
+// withDriver makes p2p use a fake driver for the rest of the test.
+func withDriver(t *testing.T, d p2p.Driver, err error) {
+	t.Helper()
+	old := openCUDA
+	openCUDA = func() (p2p.Driver, error) { return d, err }
+	t.Cleanup(func() { openCUDA = old })
+}
+
+var quick = []string{"p2p", "--sizes", "4K,1M", "--size", "1M", "--runs", "1"}
+
+func TestP2P(t *testing.T) {
+	withDriver(t, p2ptest.New(2), nil)
+	out, stderr, err := run(t, quick...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, want := range []string{"GPU1  0000:20:00.0  NVIDIA H200", "Bidirectional bandwidth, P2P enabled (GB/s)", "all 4 pairs ok", "NCCL needs no P2P setting"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr, "integrity 0000:10:00.0 -> 0000:20:00.0 (peer)") {
+		t.Errorf("progress:\n%s", stderr)
+	}
+}
+
+// A corrupt peer path: exit status 2, the pair and the setting in the output and JSON.
+func TestP2PCorrupt(t *testing.T) {
+	f := p2ptest.New(2)
+	f.Corrupt[[2]int{0, 1}] = p2p.PathPeer
+	withDriver(t, f, nil)
+	out, _, err := run(t, append(quick, "-o", "json")...)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitCorrupt {
+		t.Fatalf("err = %v, want exit status %d", err, ExitCorrupt)
+	}
+	var doc struct {
+		Pairs []struct {
+			Src, Dst, Verdict string
+		} `json:"pairs"`
+		Summary struct {
+			Environment map[string]string `json:"environment"`
+		} `json:"summary"`
+		Doctor []any `json:"doctor"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.Pairs[1].Verdict != "corrupt" || doc.Pairs[1].Src != "0000:10:00.0" || doc.Summary.Environment["NCCL_P2P_DISABLE"] != "1" || doc.Doctor == nil {
+		t.Errorf("%+v", doc)
+	}
+}
+
+// Without a CUDA driver, and in the static build without gpusplit-cuda: a message that
+// says why and what to do, and exit status 4.
+func TestP2PNoDriver(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, _, err := run(t, "p2p")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitNoCUDA || !strings.Contains(err.Error(), "static build") || !strings.Contains(err.Error(), "go build -tags cuda -o gpusplit-cuda") {
+		t.Errorf("static build: %v", err)
+	}
+	withDriver(t, nil, errors.New("the CUDA driver is not available: libcuda.so.1: cannot open shared object file"))
+	_, _, err = run(t, "p2p")
+	if !errors.As(err, &ee) || ee.Code != ExitNoCUDA || !strings.Contains(err.Error(), "libcuda.so.1") {
+		t.Errorf("no driver: %v", err)
+	}
+	if _, _, err := run(t, "--demo", "p2p"); err == nil || !strings.Contains(err.Error(), "this machine's GPUs") {
+		t.Errorf("--demo: %v", err)
+	}
+	if _, _, err := run(t, "p2p", "--sizes", "4X"); err == nil || !strings.Contains(err.Error(), "--sizes") {
+		t.Errorf("--sizes 4X: %v", err)
+	}
+}
+
+// A driver that fails half-way: the error, and what was measured before it.
+func TestP2PFails(t *testing.T) {
+	f := p2ptest.New(2)
+	f.FailCall, f.FailAfter = "cuMemcpyPeer", 3
+	withDriver(t, f, nil)
+	_, _, err := run(t, quick...)
+	if err == nil || !strings.Contains(err.Error(), "cuMemcpyPeer on GPU") {
+		t.Errorf("err = %v", err)
+	}
+	if f.Live != 0 || len(f.PeerOn) != 0 {
+		t.Errorf("left %d allocations, peer access %v", f.Live, f.PeerOn)
+	}
+}
+
+func TestLinkGBps(t *testing.T) {
+	for _, c := range []struct {
+		speed string
+		width int
+		want  float64
+	}{
+		{"32.0 GT/s PCIe", 16, 63.0},
+		{"16.0 GT/s PCIe", 16, 31.5},
+		{"8.0 GT/s PCIe", 16, 15.75},
+		{"2.5 GT/s PCIe", 1, 0.25},
+		{"Unknown", 16, 0},
+		{"32.0 GT/s PCIe", 0, 0},
+	} {
+		if got := linkGBps(c.speed, c.width); got < c.want-0.05 || got > c.want+0.05 {
+			t.Errorf("%s x%d: %.2f GB/s, want %.2f", c.speed, c.width, got, c.want)
+		}
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("4K, 1M,256M,512")
+	if err != nil || len(got) != 4 || got[0] != 4096 || got[2] != 256<<20 || got[3] != 512 {
+		t.Errorf("%v %v", got, err)
+	}
+	for _, bad := range []string{"0", "-1K", "5G", "1T", "K"} {
+		if _, err := parseSizes(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
