@@ -15,11 +15,11 @@ const Host = -1
 
 // GPU is a device as the driver sees it.
 type GPU struct {
-	Index   int    // the driver's device number
-	Name    string // "NVIDIA H200"
-	Address string // PCI address, lower case: "0000:81:00.0"
-	SM      int    // compute capability as major*10+minor
-	Memory  int64  // bytes
+	Index   int    `json:"index"`        // the driver's device number
+	Name    string `json:"name"`         // "NVIDIA H200"
+	Address string `json:"address"`      // PCI address, lower case: "0000:81:00.0"
+	SM      int    `json:"sm"`           // compute capability as major*10+minor
+	Memory  int64  `json:"memory_bytes"` // bytes
 }
 
 // Mem is a buffer on a device (or, with Dev == Host, pinned host memory).
