@@ -19,14 +19,17 @@ of GPUs (and RDMA NICs), X, PIX, PXB, PHB, NODE or SYS, with each GPU's CPU and 
 affinity. It is computed from sysfs, so it works for GPUs on any driver (nvidia, vfio-pci,
 none), where nvidia-smi sees nothing. NVLink (NV#) is not visible from sysfs.
 
---format dot writes the PCIe tree behind the matrix as a Graphviz graph.`,
+--format svg draws the PCIe tree behind the matrix as a picture (NUMA nodes, host
+bridges, root ports and switches, the GPUs coloured by driver); --format dot writes the
+same tree as a Graphviz graph.`,
 		Example: `  gpusplit --demo topo
   gpusplit --demo topo -o json
-  gpusplit --demo topo --format dot | dot -Tsvg > topo.svg`,
+  gpusplit --demo topo --format svg > topo.svg
+  gpusplit --demo topo --format dot | dot -Tpng > topo.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "matrix" && format != "dot" {
-				return fmt.Errorf("--format %q: the format is matrix or dot", format)
+			if format != "matrix" && format != "dot" && format != "svg" {
+				return fmt.Errorf("--format %q: the format is matrix, svg or dot", format)
 			}
 			h, inv, err := g.inventory()
 			if err != nil {
@@ -42,11 +45,13 @@ none), where nvidia-smi sees nothing. NVLink (NV#) is not visible from sysfs.
 				return g.writeJSON(topoJSON(m))
 			case format == "dot":
 				return m.WriteDOT(g.stdout)
+			case format == "svg":
+				return m.WriteSVG(g.stdout)
 			}
 			return m.WriteText(g.stdout)
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "matrix", "matrix (as nvidia-smi topo -m) or dot (Graphviz)")
+	cmd.Flags().StringVar(&format, "format", "matrix", "matrix (as nvidia-smi topo -m), svg (a picture of the PCIe tree) or dot (the same for Graphviz)")
 	return cmd
 }
 

@@ -5,9 +5,70 @@ import (
 	"io"
 	"slices"
 	"strings"
-
-	"github.com/gpusplit/gpusplit/internal/pci"
 )
+
+// tnode is a node of the PCIe tree that joins a matrix's devices: a host bridge, a
+// bridge on the way down, or a GPU or NIC at a leaf.
+type tnode struct {
+	id       string   // the address
+	lines    []string // what its label says, line by line
+	leaf     bool
+	fill     string // a leaf's colour, by Graphviz name
+	children []*tnode
+}
+
+// numaGroup is a NUMA node's host bridges (node -1: no NUMA node known).
+type numaGroup struct {
+	node    int
+	bridges []*tnode
+}
+
+// tree returns the PCIe tree of the matrix's devices, by NUMA node, host bridges and
+// children in the order the devices (GPUs, then NICs) first reach them.
+func (m *Matrix) tree() []numaGroup {
+	labels := m.Labels()
+	byID := map[string]*tnode{}
+	var groups []numaGroup
+	for i, d := range m.devices() {
+		hb := d.HostBridge.String()
+		parent, ok := byID[hb]
+		if !ok {
+			parent = &tnode{id: hb, lines: []string{"host bridge", hb}}
+			byID[hb] = parent
+			g := slices.IndexFunc(groups, func(g numaGroup) bool { return g.node == d.NUMANode })
+			if g < 0 {
+				groups = append(groups, numaGroup{node: d.NUMANode})
+				g = len(groups) - 1
+			}
+			groups[g].bridges = append(groups[g].bridges, parent)
+		}
+		for k, p := range d.Parents {
+			n, ok := byID[p.String()]
+			if !ok {
+				kind := "switch port"
+				if k == 0 {
+					kind = "root port"
+				}
+				n = &tnode{id: p.String(), lines: []string{p.String(), kind}}
+				byID[n.id] = n
+				parent.children = append(parent.children, n)
+			}
+			parent = n
+		}
+		leaf := &tnode{id: d.Address.String(), leaf: true, fill: fill(i < len(m.GPUs), d.Driver)}
+		if i < len(m.GPUs) {
+			leaf.lines = []string{labels[i] + " " + d.Address.String(), d.Name()}
+		} else {
+			leaf.lines = []string{labels[i] + " " + m.NICs[i-len(m.GPUs)].Name, d.Address.String()}
+		}
+		if d.Driver != "" {
+			leaf.lines = append(leaf.lines, d.Driver)
+		}
+		parent.children = append(parent.children, leaf)
+	}
+	slices.SortFunc(groups, func(a, b numaGroup) int { return a.node - b.node })
+	return groups
+}
 
 // WriteDOT writes the PCIe tree that joins the matrix's devices as a Graphviz graph:
 // one cluster per NUMA node holding its host bridges, the bridges on the way down, and
@@ -15,65 +76,31 @@ import (
 func (m *Matrix) WriteDOT(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("graph topology {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n")
-	labels := m.Labels()
-	byNode := map[int][]pci.HostBridge{}
-	seenHB := map[pci.HostBridge]bool{}
 	var edges []string
-	seenEdge := map[string]bool{}
-	bridgeLines := map[pci.HostBridge][]string{}
-	seenBridge := map[pci.Address]bool{}
-	for i, d := range m.devices() {
-		if !seenHB[d.HostBridge] {
-			seenHB[d.HostBridge] = true
-			byNode[d.NUMANode] = append(byNode[d.NUMANode], d.HostBridge)
-		}
-		parent := d.HostBridge.String()
-		for k, p := range d.Parents {
-			if !seenBridge[p] {
-				seenBridge[p] = true
-				kind := "switch port"
-				if k == 0 {
-					kind = "root port"
-				}
-				bridgeLines[d.HostBridge] = append(bridgeLines[d.HostBridge],
-					fmt.Sprintf("%q [label=\"%s\\n%s\"];\n", p.String(), p, kind))
+	var walk func(indent string, n *tnode)
+	walk = func(indent string, n *tnode) {
+		for _, c := range n.children {
+			label := dotEscape(strings.Join(c.lines, "\n"))
+			if c.leaf {
+				fmt.Fprintf(&b, "%s%q [label=\"%s\", style=filled, fillcolor=%q];\n", indent, c.id, label, c.fill)
+			} else {
+				fmt.Fprintf(&b, "%s%q [label=\"%s\"];\n", indent, c.id, label)
 			}
-			edge := fmt.Sprintf("  %q -- %q;\n", parent, p.String())
-			if !seenEdge[edge] {
-				seenEdge[edge] = true
-				edges = append(edges, edge)
-			}
-			parent = p.String()
+			edges = append(edges, fmt.Sprintf("  %q -- %q;\n", n.id, c.id))
+			walk(indent, c)
 		}
-		label := fmt.Sprintf("%s %s\\n%s", labels[i], d.Address, dotEscape(d.Name()))
-		if i >= len(m.GPUs) {
-			label = fmt.Sprintf("%s %s\\n%s", labels[i], m.NICs[i-len(m.GPUs)].Name, d.Address)
-		}
-		if d.Driver != "" {
-			label += "\\n" + d.Driver
-		}
-		bridgeLines[d.HostBridge] = append(bridgeLines[d.HostBridge],
-			fmt.Sprintf("%q [label=\"%s\", style=filled, fillcolor=%q];\n", d.Address.String(), label, fill(i < len(m.GPUs), d.Driver)))
-		edges = append(edges, fmt.Sprintf("  %q -- %q;\n", parent, d.Address.String()))
 	}
-	nodes := make([]int, 0, len(byNode))
-	for n := range byNode {
-		nodes = append(nodes, n)
-	}
-	slices.Sort(nodes)
-	for _, n := range nodes {
+	for _, g := range m.tree() {
 		indent := "  "
-		if n >= 0 {
-			fmt.Fprintf(&b, "  subgraph cluster_numa%d {\n    label=\"NUMA node %d\";\n", n, n)
+		if g.node >= 0 {
+			fmt.Fprintf(&b, "  subgraph cluster_numa%d {\n    label=\"NUMA node %d\";\n", g.node, g.node)
 			indent = "    "
 		}
-		for _, hb := range byNode[n] {
-			fmt.Fprintf(&b, "%s%q [label=\"host bridge\\n%s\", shape=ellipse];\n", indent, hb.String(), hb)
-			for _, l := range bridgeLines[hb] {
-				b.WriteString(indent + l)
-			}
+		for _, hb := range g.bridges {
+			fmt.Fprintf(&b, "%s%q [label=\"%s\", shape=ellipse];\n", indent, hb.id, dotEscape(strings.Join(hb.lines, "\n")))
+			walk(indent, hb)
 		}
-		if n >= 0 {
+		if g.node >= 0 {
 			b.WriteString("  }\n")
 		}
 	}
@@ -98,6 +125,8 @@ func fill(gpu bool, driver string) string {
 	return "lightgrey"
 }
 
+// dotEscape quotes a label for Graphviz: backslashes and quotes escaped, line breaks as
+// \n.
 func dotEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
