@@ -242,7 +242,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--demo", "--devices", "numa:x", "inventory"}, []string{"--devices", "numa:x"}},
 		{[]string{"--demo", "--devices", "numa:5", "inventory"}, []string{"numa:5", "0, 1"}},
 		{[]string{"--demo", "--devices", "0000:99:00.0", "topo"}, []string{"0000:99:00.0"}},
-		{[]string{"--demo", "topo", "--format", "svg"}, []string{"svg", "matrix or dot"}},
+		{[]string{"--demo", "topo", "--format", "png"}, []string{"png", "matrix, svg or dot"}},
 		{[]string{"--demo", "inventory", "extra"}, []string{"extra"}},
 	}
 	for _, c := range cases {
