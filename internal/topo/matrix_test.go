@@ -150,22 +150,26 @@ func lineStarting(s, prefix string) string {
 	return ""
 }
 
+// pictured are the machines whose PCIe tree the DOT and SVG tests draw: switches and a
+// NIC under another host bridge, a flat VM, conventional PCI, the sample host.
+var pictured = []struct {
+	name string
+	m    func(t *testing.T) *topo.Matrix
+}{
+	{"o1", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.OracleO1()) }},
+	{"q35", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.Q35Guest8()) }},
+	{"i440fx", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.I440fxGuest4()) }},
+	{"kpro6", func(t *testing.T) *topo.Matrix {
+		h, err := samplehost.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return matrixOfHost(t, h)
+	}},
+}
+
 func TestWriteDOT(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		m    func(t *testing.T) *topo.Matrix
-	}{
-		{"o1", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.OracleO1()) }},
-		{"q35", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.Q35Guest8()) }},
-		{"i440fx", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.I440fxGuest4()) }},
-		{"kpro6", func(t *testing.T) *topo.Matrix {
-			h, err := samplehost.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return matrixOfHost(t, h)
-		}},
-	} {
+	for _, tt := range pictured {
 		t.Run(tt.name, func(t *testing.T) {
 			m := tt.m(t)
 			var b bytes.Buffer
@@ -273,20 +277,7 @@ func TestNUMAAffinity(t *testing.T) {
 // The picture is well-formed SVG with a box per device and bridge, a line per link, no
 // two boxes of a level overlapping, and the matrix's GPUs named.
 func TestWriteSVG(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		m    func(t *testing.T) *topo.Matrix
-	}{
-		{"o1", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.OracleO1()) }},
-		{"i440fx", func(t *testing.T) *topo.Matrix { return matrixOfArchive(t, fakehost.I440fxGuest4()) }},
-		{"kpro6", func(t *testing.T) *topo.Matrix {
-			h, err := samplehost.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return matrixOfHost(t, h)
-		}},
-	} {
+	for _, tt := range pictured {
 		t.Run(tt.name, func(t *testing.T) {
 			m := tt.m(t)
 			var b bytes.Buffer
