@@ -181,7 +181,7 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 		return nil, fmt.Errorf("VM %d: %w: the guest sees the host's NUMA nodes and host bridges itself, and NCCL needs no topology file (gpusplit topo in the guest shows them)", vmid, ErrLaidOut)
 	}
 	if gpus == 0 {
-		return nil, fmt.Errorf("VM %d passes through no GPU (%d hostpci entries, none a display controller): there is nothing to describe", vmid, len(m.Devices))
+		return nil, fmt.Errorf("VM %d passes through no GPU (%d functions, none a display controller): there is nothing to describe", vmid, len(m.Devices))
 	}
 	m.GuestNUMA, m.Notes = guestNUMA(g, m.Devices, m.Notes)
 	return m, nil
