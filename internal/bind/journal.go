@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
@@ -54,23 +55,8 @@ func WriteJournal(h *host.Host, j *Journal) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".journal-*.json")
-	if err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("journal: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	// Only root reads the journal: it says which devices moved where.
+	if err := atomicfile.Write(p, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil

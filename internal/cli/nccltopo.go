@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/doctor"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -110,7 +111,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 				if err != nil {
 					return err
 				}
-				if err := writeFileAtomic(abs, res.artifact); err != nil {
+				if err := atomicfile.Write(abs, res.artifact, 0o644); err != nil {
 					return fmt.Errorf("writing %s: %w (nothing was written there)", file, err)
 				}
 				res.File = abs
@@ -184,12 +185,11 @@ func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *nc
 	if len(inv.GPUs) == 0 {
 		return nil, errors.New("no GPU found (see gpusplit inventory; --devices chooses others)")
 	}
-	var devs []*pci.Device
-	for _, gp := range inv.GPUs {
-		if gp.VendorID != pci.VendorNVIDIA {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s is not an NVIDIA GPU: NCCL does not use it (RCCL reads a version 2 file of its own)", gp.Address))
+	devs := inv.Devices()
+	for _, d := range devs {
+		if d.VendorID != pci.VendorNVIDIA {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s is not an NVIDIA GPU: NCCL does not use it (RCCL reads a version 2 file of its own)", d.Address))
 		}
-		devs = append(devs, gp.Device)
 	}
 	for _, n := range topo.NICs(h, inv.Tree) {
 		devs = append(devs, n.Device)
@@ -199,7 +199,7 @@ func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *nc
 		return nil, err
 	}
 	res.Warnings = append(res.Warnings, warnings...)
-	if m := topo.Build(gpuDevices(inv), nil, topo.NUMANodes(h)); m.Flat() && len(inv.GPUs) > 1 {
+	if m := topo.Build(inv.Devices(), nil, topo.NUMANodes(h)); m.Flat() && len(inv.GPUs) > 1 {
 		res.Notes = append(res.Notes, "this looks like a VM: every GPU is on one host bridge with no NUMA node, so this file says only that; on the Proxmox host, gpusplit nccl-topo --vm ID writes the manifest that describes the real hardware")
 	}
 	return x, nil
@@ -215,21 +215,13 @@ func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", manifest, err)
 	}
-	pairs, err := vmlayout.Match(m, inv.Tree, gpuDevices(inv))
+	pairs, err := vmlayout.Match(m, inv.Tree, inv.Devices())
 	if err != nil {
 		return nil, err
 	}
 	x, notes := vmlayout.GuestTopology(h, m, pairs)
 	res.Notes = append(res.Notes, notes...)
 	return x, nil
-}
-
-func gpuDevices(inv *inventory.Inventory) []*pci.Device {
-	var out []*pci.Device
-	for _, gp := range inv.GPUs {
-		out = append(out, gp.Device)
-	}
-	return out
 }
 
 // p2pAdvice runs the doctor's peer-to-peer checks: NCCL_P2P_DISABLE=1 is advised when any

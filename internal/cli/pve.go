@@ -19,7 +19,9 @@ func newPVE(g *globals) *cobra.Command {
 		Short: "Keep Proxmox VE consistent with the split: PCI mappings, containers, VMs",
 		Long: `Keep Proxmox VE's configuration consistent with the split: the PCI mappings of
 /etc/pve/mapping/pci.cfg, the device entries of the containers that use the GPUs, and the
-VMs that pass them through. docs/proxmox.md walks through the reference case.`,
+VMs that pass them through (mappings, sync). vm-layout gives a VM a PCIe layout that
+carries the host's NUMA nodes. docs/proxmox.md walks through the reference case,
+docs/vm-topology.md through the VM layout.`,
 	}
 	cmd.AddCommand(newPVEMappings(g), newPVESync(g), newPVEVMLayout(g))
 	return cmd

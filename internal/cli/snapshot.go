@@ -3,13 +3,13 @@ package cli
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/snapshot"
 )
 
@@ -58,7 +58,7 @@ captured goes to standard error.`,
 				if _, err := g.stdout.Write(buf.Bytes()); err != nil {
 					return err
 				}
-			} else if err := writeFileAtomic(file, buf.Bytes()); err != nil {
+			} else if err := atomicfile.Write(file, buf.Bytes(), 0o644); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stderr, "captured %s: %d files, %d links, %d directories, %s of contents, %s compressed, into %s\n",
@@ -70,27 +70,6 @@ captured goes to standard error.`,
 			return nil
 		},
 	}
-}
-
-// writeFileAtomic writes to a temporary file beside path and renames it into place, so
-// that an interrupted write never leaves a truncated archive under the final name.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func byteSize(n int64) string {

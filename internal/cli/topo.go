@@ -35,11 +35,7 @@ same tree as a Graphviz graph.`,
 			if err != nil {
 				return err
 			}
-			var gpus []*pci.Device
-			for _, gp := range inv.GPUs {
-				gpus = append(gpus, gp.Device)
-			}
-			m := topo.Build(gpus, topo.NICs(h, inv.Tree), topo.NUMANodes(h))
+			m := topo.Build(inv.Devices(), topo.NICs(h, inv.Tree), topo.NUMANodes(h))
 			switch {
 			case g.json():
 				return g.writeJSON(topoJSON(m))

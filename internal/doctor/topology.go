@@ -13,7 +13,7 @@ import (
 // with no switch in common send them through the root complex, where ACS has no say; GPUs
 // behind one switch can be held back by ACS redirection on its ports.
 func checkP2PTopology(e *Env) []Finding {
-	gpus := devices(e)
+	gpus := e.Inv.Devices()
 	if len(gpus) < 2 {
 		return nil
 	}
@@ -80,14 +80,6 @@ func checkP2PTopology(e *Env) []Finding {
 					"IOMMU groups, so devices behind the switch can then only be passed through together.",
 			})
 		}
-	}
-	return out
-}
-
-func devices(e *Env) []*pci.Device {
-	var out []*pci.Device
-	for _, g := range e.Inv.GPUs {
-		out = append(out, g.Device)
 	}
 	return out
 }

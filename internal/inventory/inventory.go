@@ -22,6 +22,16 @@ type Inventory struct {
 	Warnings []string
 }
 
+// Devices returns the GPUs' PCI devices (function 0 of each), in inventory order: what
+// the topology matrix and the checks take.
+func (inv *Inventory) Devices() []*pci.Device {
+	out := make([]*pci.Device, 0, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		out = append(out, g.Device)
+	}
+	return out
+}
+
 // GPU is a GPU with what the nvidia driver and the process table say of it.
 type GPU struct {
 	pci.GPU

@@ -10,7 +10,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
-	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pciids"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/topo"
@@ -25,10 +24,7 @@ func fromMachine(t *testing.T, h *host.Host, opt Options) (*Node, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var devs []*pci.Device
-	for _, g := range inv.GPUs {
-		devs = append(devs, g.Device)
-	}
+	devs := inv.Devices()
 	for _, n := range topo.NICs(h, inv.Tree) {
 		devs = append(devs, n.Device)
 	}
@@ -304,10 +300,7 @@ func TestTooManyNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []*pci.Device
-	for _, g := range inv.GPUs {
-		all = append(all, g.Device)
-	}
+	all := inv.Devices()
 	if _, _, err := FromHost(h, inv.Tree, all, Options{}); err == nil || !strings.Contains(err.Error(), "at most 256") {
 		t.Errorf("%d GPUs: err = %v", len(all), err)
 	}

@@ -93,14 +93,6 @@ func guest(t *testing.T, m fakehost.Machine) (*host.Host, *inventory.Inventory) 
 	return h, inv
 }
 
-func gpus(inv *inventory.Inventory) []*pci.Device {
-	var out []*pci.Device
-	for _, g := range inv.GPUs {
-		out = append(out, g.Device)
-	}
-	return out
-}
-
 func pathsOf(m *Manifest) string {
 	var s []string
 	for _, d := range m.Devices {
@@ -169,7 +161,7 @@ func TestReferenceRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	gh, ginv := guest(t, fakehost.ProxmoxQ35Guest(4, []fakehost.Node{{ID: 0, CPUs: "0-63"}}))
-	pairs, err := Match(m2, ginv.Tree, gpus(ginv))
+	pairs, err := Match(m2, ginv.Tree, ginv.Devices())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +206,7 @@ func TestTwoNodes(t *testing.T) {
 		}
 	}
 	gh, ginv := guest(t, fakehost.ProxmoxQ35Guest(8, []fakehost.Node{{ID: 0, CPUs: "0-31"}, {ID: 1, CPUs: "32-63"}}))
-	pairs, err := Match(m, ginv.Tree, gpus(ginv))
+	pairs, err := Match(m, ginv.Tree, ginv.Devices())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,20 +318,20 @@ func TestMatchRefuses(t *testing.T) {
 	}
 	// The eight-GPU guest has four GPUs more than VM 131.
 	_, ginv := guest(t, fakehost.Q35Guest8())
-	_, err = Match(m, ginv.Tree, gpus(ginv))
+	_, err = Match(m, ginv.Tree, ginv.Devices())
 	if err == nil || !strings.Contains(err.Error(), "GPU 0000:01:00.0 (10de:2bb1) at 10.0/00.0 is not in the manifest") || strings.Count(err.Error(), "not in the manifest") != 4 {
 		t.Errorf("err = %v", err)
 	}
 	// An i440fx guest has nothing at 1c.0.
 	_, ginv = guest(t, fakehost.I440fxGuest4())
-	_, err = Match(m, ginv.Tree, gpus(ginv))
+	_, err = Match(m, ginv.Tree, ginv.Devices())
 	if err == nil || !strings.Contains(err.Error(), "hostpci0 (10de:2bb1, host 0000:81:00.0) should be at 1c.0/00.0, where this guest has no device") || !strings.Contains(err.Error(), "nccl-topo --vm 131") {
 		t.Errorf("err = %v", err)
 	}
 	// Other ids at the right place.
 	m.Devices[0].Device = "2bb5"
 	_, ginv = guest(t, fakehost.ProxmoxQ35Guest(4, []fakehost.Node{{ID: 0, CPUs: "0-63"}}))
-	_, err = Match(m, ginv.Tree, gpus(ginv))
+	_, err = Match(m, ginv.Tree, ginv.Devices())
 	if err == nil || !strings.Contains(err.Error(), "where this guest has 10de:2bb1 (0000:01:00.0)") {
 		t.Errorf("err = %v", err)
 	}
