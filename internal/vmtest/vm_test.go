@@ -56,6 +56,9 @@ func boot(t *testing.T, vm *VM, topo Topology, script string) *Result {
 	boots <- struct{}{}
 	defer func() { <-boots }()
 	res, err := vm.Run(context.Background(), topo, script)
+	if res != nil && res.Retried != "" {
+		t.Logf("topology %s: booted a second time, the first boot failed before the test ran: %s", topo.Name, res.Retried)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
