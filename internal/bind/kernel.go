@@ -10,9 +10,9 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/drivers"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
@@ -88,39 +88,11 @@ func (s Sysfs) Loaded(driver string) bool { return s.H.IsDir("/sys/bus/pci/drive
 // VFIOReady reports whether the group's character device exists.
 func (s Sysfs) VFIOReady(group int) bool { return s.H.Exists(fmt.Sprintf("/dev/vfio/%d", group)) }
 
-// modules maps PCI driver names to module names where they differ beyond '-' and '_'.
-var modules = map[string]string{"xhci_hcd": "xhci_pci", "nvme": "nvme", "ahci": "ahci"}
-
-func moduleName(driver string) string {
-	if m, ok := modules[driver]; ok {
-		return m
-	}
-	return strings.ReplaceAll(driver, "-", "_")
-}
+func moduleName(driver string) string { return drivers.ModuleName(driver) }
 
 // Loadable looks for the driver's module in modules.dep (or modules.builtin) of the
 // running kernel under the host's /lib/modules.
-func (s Sysfs) Loadable(driver string) (string, bool) {
-	mod := moduleName(driver)
-	release, err := s.H.ReadString("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return mod, false
-	}
-	for _, list := range []string{"modules.dep", "modules.builtin"} {
-		b, err := s.H.ReadFile("/lib/modules/" + release + "/" + list)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			file, _, _ := strings.Cut(line, ":")
-			base := path.Base(file)
-			if i := strings.Index(base, ".ko"); i > 0 && strings.ReplaceAll(base[:i], "-", "_") == mod {
-				return mod, true
-			}
-		}
-	}
-	return mod, false
-}
+func (s Sysfs) Loadable(driver string) (string, bool) { return drivers.Loadable(s.H, driver) }
 
 // Load runs modprobe for the driver's module. Only the live host can load modules.
 func (s Sysfs) Load(driver string) error {
