@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -321,70 +320,6 @@ func TestCheck(t *testing.T) {
 		if p := Check(inv.Tree, c.e); len(p) == 0 || !strings.Contains(strings.Join(p, ";"), c.want) {
 			t.Errorf("%+v: %v, want %q", c.e, p, c.want)
 		}
-	}
-}
-
-func writerAt(t *testing.T) (*Writer, string) {
-	t.Helper()
-	dir := t.TempDir()
-	h, err := host.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Writer{H: h, LockTimeout: 300 * time.Millisecond}, dir
-}
-
-func TestWriter(t *testing.T) {
-	w, dir := writerAt(t)
-	p := filepath.Join(dir, "etc/pve/mapping/pci.cfg")
-	os.MkdirAll(filepath.Dir(p), 0o755)
-	old := read(t, "pci.cfg.example")
-	os.WriteFile(p, []byte(old), 0o640)
-	if err := w.Write(MappingPath, old, old+"x1\n\tmap id=10de:2bb1,node=n,path=0000:01:00.0\n\n"); err != nil {
-		t.Fatal(err)
-	}
-	backups, _ := filepath.Glob(filepath.Join(dir, "var/lib/gpusplit/backup/etc_pve_mapping_pci.cfg.*"))
-	if len(backups) != 1 {
-		t.Errorf("backups %v", backups)
-	} else if b, _ := os.ReadFile(backups[0]); string(b) != old {
-		t.Error("the backup is not the previous file")
-	}
-	if leftovers, _ := filepath.Glob(p + ".tmp.*"); len(leftovers) != 0 {
-		t.Errorf("temporary files left: %v", leftovers)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "etc/pve/priv/lock/file-mapping_pci_cfg")); err == nil {
-		t.Error("the cluster lock was not released")
-	}
-	// Changed since read: refused, nothing written.
-	cur, _ := os.ReadFile(p)
-	if err := w.Write(MappingPath, old, "y"); err == nil || !strings.Contains(err.Error(), "changed since gpusplit read it") {
-		t.Errorf("changed file: %v", err)
-	}
-	if now, _ := os.ReadFile(p); string(now) != string(cur) {
-		t.Error("a refused write changed the file")
-	}
-	// A held lock makes the write wait, then fail clearly.
-	lock := filepath.Join(dir, "etc/pve/priv/lock/file-mapping_pci_cfg")
-	os.MkdirAll(lock, 0o700)
-	start := time.Now()
-	if err := w.Write(MappingPath, string(cur), "z"); err == nil || !strings.Contains(err.Error(), "is locked by another writer") || time.Since(start) < 250*time.Millisecond {
-		t.Errorf("held lock: %v after %s", err, time.Since(start))
-	}
-	// A stale lock (older than pmxcfs keeps one) is taken over.
-	os.Chtimes(lock, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
-	if err := w.Write(MappingPath, string(cur), string(cur)+"\n"); err != nil {
-		t.Errorf("stale lock: %v", err)
-	}
-	// Too large, and a guest with a lock: refused.
-	if err := w.Write(MappingPath, "", strings.Repeat("x", MaxFile+1)); err == nil || !strings.Contains(err.Error(), "1 MiB") {
-		t.Errorf("large file: %v", err)
-	}
-	vm := filepath.Join(dir, "etc/pve/qemu-server/131.conf")
-	os.MkdirAll(filepath.Dir(vm), 0o755)
-	locked := "lock: backup\nmemory: 1024\n"
-	os.WriteFile(vm, []byte(locked), 0o640)
-	if err := w.Write("/etc/pve/qemu-server/131.conf", locked, "memory: 2048\n"); err == nil || !strings.Contains(err.Error(), "lock: backup") {
-		t.Errorf("locked VM: %v", err)
 	}
 }
 

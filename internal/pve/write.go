@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 )
@@ -19,16 +21,19 @@ const MaxFile = 1 << 20
 // BackupDir keeps the previous version of every file gpusplit rewrites, outside /etc/pve.
 const BackupDir = "/var/lib/gpusplit/backup"
 
-// Writer writes Proxmox files the way Proxmox does: under its lock, to <file>.tmp.<pid>
-// then renamed over the file, after checking the file did not change since it was read,
-// and after keeping a backup.
+// Writer changes Proxmox files the way Proxmox does, under its locks, to <file>.tmp.<pid>
+// then renamed over the file; and it changes several of them as one transaction (Commit).
 type Writer struct {
 	H *host.Host
-	// LockTimeout bounds the wait for Proxmox's lock (Proxmox waits 10 s).
+	// LockTimeout bounds the wait for each of Proxmox's locks (Proxmox waits 10 s).
 	LockTimeout time.Duration
 	// StaleAfter is the age past which pmxcfs expires a cluster lock (120 s).
 	StaleAfter time.Duration
 	Now        func() time.Time
+	// fault, when set, is asked before each lock, write and rename, counted from 1 per
+	// kind; an error it returns is that step's failure. The tests' fault injection.
+	fault func(step string, n int) error
+	count map[string]int
 }
 
 func (w *Writer) defaults() {
@@ -43,92 +48,590 @@ func (w *Writer) defaults() {
 	}
 }
 
-// Write replaces path (a file under /etc/pve) with data, if it still holds old.
+// The steps fault injection can fail.
+const (
+	stepLock   = "lock"
+	stepWrite  = "write"
+	stepRename = "rename"
+)
+
+func (w *Writer) inject(step string) error {
+	if w.fault == nil {
+		return nil
+	}
+	if w.count == nil {
+		w.count = map[string]int{}
+	}
+	w.count[step]++
+	return w.fault(step, w.count[step])
+}
+
+// Edit is one file of a transaction: what it held when the change was computed, and
+// what it is to hold.
+type Edit struct {
+	Path string // a path under /etc/pve
+	Old  string
+	New  string
+}
+
+// Outcome is what a transaction did to one file.
+type Outcome string
+
+const (
+	Written   Outcome = "written"
+	Untouched Outcome = "untouched"
+	// Restored: written, then put back as it was after a later step failed.
+	Restored Outcome = "restored"
+	// NotRestored: written, and putting it back failed; its backup holds the old text.
+	NotRestored Outcome = "not restored"
+)
+
+// FileResult is what happened to one file.
+type FileResult struct {
+	Path    string  `json:"path"`
+	Outcome Outcome `json:"outcome"`
+	// Backup is the copy of the previous version (a path on the host, under BackupDir);
+	// empty for a file that did not exist or was not written.
+	Backup string `json:"backup,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Problem is a reason a transaction cannot be written, found before any write.
+type Problem struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Reason
+	}
+	return p.Path + ": " + p.Reason
+}
+
+// TxError is a transaction that stopped. With Problems it stopped before the first
+// write; with Failed, a write failed and Files says what was put back.
+type TxError struct {
+	Problems []Problem
+	Failed   error
+	Files    []FileResult
+}
+
+func (e *TxError) Error() string {
+	if len(e.Problems) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "nothing was written; %s:", plural(len(e.Problems), "problem", "problems"))
+		for _, p := range e.Problems {
+			b.WriteString("\n  " + p.String())
+		}
+		return b.String()
+	}
+	var restored, untouched, broken []string
+	for _, f := range e.Files {
+		switch f.Outcome {
+		case Restored:
+			restored = append(restored, f.Path)
+		case Untouched:
+			untouched = append(untouched, f.Path)
+		case NotRestored, Written:
+			broken = append(broken, fmt.Sprintf("%s (%s; its previous version is %s)", f.Path, orText(f.Error, "still the new version"), orText(f.Backup, "a file that did not exist")))
+		}
+	}
+	msg := fmt.Sprintf("%v", e.Failed)
+	if len(broken) == 0 {
+		msg += "; every file is as it was"
+	}
+	if len(restored) > 0 {
+		msg += "; put back: " + strings.Join(restored, ", ")
+	}
+	if len(untouched) > 0 {
+		msg += "; untouched: " + strings.Join(untouched, ", ")
+	}
+	if len(broken) > 0 {
+		msg += "; NOT put back: " + strings.Join(broken, ", ") + ": copy the previous versions back by hand"
+	}
+	return msg
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// Write replaces one file as a transaction of one edit.
 func (w *Writer) Write(path, old, data string) error {
+	_, err := w.Commit([]Edit{{Path: path, Old: old, New: data}})
+	return err
+}
+
+// Commit writes the edits as one transaction: it takes every lock they need in a fixed
+// order (the cluster lock of pci.cfg, then the guests' locks by path); under all of them
+// it re-reads and checks every file (unchanged since it was read, not locked by Proxmox,
+// writable, the new text parses back) and stages every new version in a fsynced
+// temporary file beside it; it keeps backups; and only then renames the files into place.
+// When a rename fails, the files already renamed are put back from their old text while
+// the locks are held. Edits whose text does not change are left out. The results say,
+// per file, what happened; the error is a *TxError.
+func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 	w.defaults()
-	if len(data) > MaxFile {
-		return fmt.Errorf("%s would be larger than 1 MiB, the most Proxmox's file system holds; nothing was written", path)
+	edits = changed(edits)
+	res := make([]FileResult, len(edits))
+	for i, e := range edits {
+		res[i] = FileResult{Path: e.Path, Outcome: Untouched}
 	}
-	unlock, err := w.lock(path)
-	if err != nil {
-		return err
+	stop := func(probs []Problem) ([]FileResult, error) {
+		return res, &TxError{Problems: probs, Files: res}
 	}
+	if len(edits) == 0 {
+		return res, nil
+	}
+	if !w.H.Writable() {
+		return stop([]Problem{{Reason: fmt.Sprintf("%s cannot be written: %v", w.H.Root(), host.ErrReadOnly)}})
+	}
+	if probs := staticProblems(edits); len(probs) > 0 {
+		return stop(probs)
+	}
+	unlock, probs := w.lockAll(edits)
 	defer unlock()
-	cur, err := w.H.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		cur = nil
-	case err != nil:
-		return err
+	if len(probs) > 0 {
+		return stop(probs)
 	}
-	if string(cur) != old {
-		return fmt.Errorf("%s changed since gpusplit read it (someone else edited it); nothing was written: run again", path)
+	files, probs := w.check(edits)
+	if len(probs) > 0 {
+		return stop(probs)
 	}
-	if strings.HasPrefix(path, "/etc/pve/qemu-server/") || strings.HasPrefix(path, "/etc/pve/lxc/") {
-		if g, _ := ParseGuest(path, "", 0, old); g != nil {
-			if l, ok := g.Locked(); ok {
-				return fmt.Errorf("%s has lock: %s; Proxmox is busy with the guest (backup, migration, snapshot): nothing was written, run again when it is done", path, l)
+	// Stage every new version, then keep every backup: a full disk or a failing write
+	// shows here, before any file changed.
+	cleanup := func() {
+		for _, f := range files {
+			if f.tmp != "" {
+				os.Remove(f.tmp)
+			}
+			if f.backup != "" {
+				os.Remove(f.backup)
 			}
 		}
 	}
-	if len(cur) > 0 {
-		if err := w.backup(path, cur); err != nil {
-			return err
+	for i := range files {
+		tmp, err := w.stage(files[i].target, edits[i].New, files[i].mode)
+		if err != nil {
+			cleanup()
+			return res, &TxError{Failed: fmt.Errorf("writing %s: %w", edits[i].Path, err), Files: res}
+		}
+		files[i].tmp = tmp
+	}
+	for i := range files {
+		if !files[i].existed {
+			continue
+		}
+		b, err := w.backup(edits[i].Path, []byte(edits[i].Old))
+		if err != nil {
+			cleanup()
+			return res, &TxError{Failed: fmt.Errorf("backup of %s: %w", edits[i].Path, err), Files: res}
+		}
+		files[i].backup = b
+	}
+	for i := range files {
+		err := w.inject(stepRename)
+		if err == nil {
+			err = os.Rename(files[i].tmp, files[i].target)
+		}
+		if err != nil {
+			for j := i; j < len(files); j++ {
+				os.Remove(files[j].tmp)
+			}
+			for j := i - 1; j >= 0; j-- {
+				res[j].Outcome = Restored
+				if rerr := w.restore(files[j], edits[j]); rerr != nil {
+					res[j].Outcome, res[j].Error = NotRestored, rerr.Error()
+				}
+			}
+			for j := range files {
+				switch {
+				case res[j].Outcome == NotRestored && files[j].backup != "":
+					res[j].Backup = filepath.Join(BackupDir, filepath.Base(files[j].backup))
+				case files[j].backup != "":
+					os.Remove(files[j].backup) // the file is as it was: nothing to keep
+				}
+			}
+			return res, &TxError{Failed: fmt.Errorf("replacing %s: %w", edits[i].Path, err), Files: res}
+		}
+		syncDir(filepath.Dir(files[i].target))
+		res[i].Outcome = Written
+		if files[i].backup != "" {
+			res[i].Backup = filepath.Join(BackupDir, filepath.Base(files[i].backup))
 		}
 	}
-	target, err := w.H.OSPath(path)
-	if err != nil {
-		return err
-	}
-	tmp := fmt.Sprintf("%s.tmp.%d", target, os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	_, werr := f.WriteString(data)
-	cerr := f.Close()
-	if werr != nil || cerr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %v", path, errors.Join(werr, cerr))
-	}
-	if err := os.Rename(tmp, target); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return res, nil
 }
 
-// backup keeps the previous contents under BackupDir, named for the path and the time.
-func (w *Writer) backup(path string, data []byte) error {
-	dir, err := w.H.OSPath(BackupDir)
-	if err != nil {
-		return err
+// Check reports every reason Commit would stop, changing nothing and waiting for no
+// lock: a lock held now, a file changed since it was read, a guest locked by Proxmox, a
+// file or directory that cannot be written, a result that does not parse back. On a
+// snapshot it checks what it can read.
+func (w *Writer) Check(edits []Edit) []Problem {
+	w.defaults()
+	edits = changed(edits)
+	probs := staticProblems(edits)
+	for _, l := range locksOf(edits) {
+		if reason := w.probe(l); reason != "" {
+			probs = append(probs, Problem{Path: l.path, Reason: reason})
+		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("backup of %s: %w", path, err)
-	}
-	name := strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "_") + "." + w.Now().UTC().Format("20060102T150405.000000000Z")
-	if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-		return fmt.Errorf("backup of %s: %w", path, err)
-	}
-	return nil
+	_, more := w.check(edits)
+	return append(probs, more...)
 }
 
-// lock takes Proxmox's lock for path: for the cluster file pci.cfg, the mkdir lock under
-// /etc/pve/priv/lock (a lock older than StaleAfter is stale, as pmxcfs expires it); for
-// a VM or container config, the node-local flock Proxmox's tools take.
-func (w *Writer) lock(path string) (func(), error) {
+func changed(edits []Edit) []Edit {
+	var out []Edit
+	for _, e := range edits {
+		if e.Old != e.New {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// staticProblems are the edits' own faults: they need no lock to find.
+func staticProblems(edits []Edit) []Problem {
+	var probs []Problem
+	seen := map[string]bool{}
+	for _, e := range edits {
+		if seen[e.Path] {
+			probs = append(probs, Problem{e.Path, "changed twice in one transaction"})
+		}
+		seen[e.Path] = true
+		if len(e.New) > MaxFile {
+			probs = append(probs, Problem{e.Path, "would be larger than 1 MiB, the most Proxmox's file system holds"})
+		}
+		if err := parsesBack(e.Path, e.Old, e.New); err != nil {
+			probs = append(probs, Problem{e.Path, fmt.Sprintf("the new version would not read back: %v", err)})
+		}
+	}
+	return probs
+}
+
+// parsesBack checks a new version reads back as what it is: pci.cfg as a section config,
+// a guest config line by line as Proxmox reads it (a line that Proxmox would skip with
+// "unable to parse" is refused, unless the old version had it already).
+func parsesBack(path, old, data string) error {
 	switch {
 	case path == MappingPath:
-		return w.clusterLock("/etc/pve/priv/lock/file-mapping_pci_cfg")
-	case strings.HasPrefix(path, "/etc/pve/qemu-server/"):
-		return w.flock("/var/lock/qemu-server/lock-" + filepath.Base(path))
-	case strings.HasPrefix(path, "/etc/pve/lxc/"):
-		return w.flock("/run/lock/lxc/pve-config-" + strings.TrimSuffix(filepath.Base(path), ".conf") + ".lock")
+		_, err := ParseMappings(path, data)
+		return err
+	case isGuestPath(path):
+		had := map[string]bool{}
+		for _, l := range splitLines(old) {
+			had[l.text] = true
+		}
+		for i, l := range splitLines(data) {
+			t := strings.TrimSpace(l.text)
+			if t == "" || strings.HasPrefix(t, "#") || had[l.text] || sectionHead.MatchString(t) || guestKey.MatchString(t) || rawLXC.MatchString(t) {
+				continue
+			}
+			return &LineError{File: path, Line: i + 1, Msg: fmt.Sprintf("%q is not a key: value line", l.text)}
+		}
 	}
-	return func() {}, nil
+	return nil
 }
 
+func isGuestPath(p string) bool {
+	return strings.HasPrefix(p, "/etc/pve/qemu-server/") || strings.HasPrefix(p, "/etc/pve/lxc/") || strings.HasPrefix(p, "/etc/pve/nodes/")
+}
+
+// file is an edit's target as found under the locks.
+type file struct {
+	target  string // the real path on this machine
+	existed bool
+	mode    fs.FileMode
+	tmp     string // the staged new version
+	backup  string // the backup written, on this machine
+}
+
+// check re-reads every file and finds what would stop its replacement.
+func (w *Writer) check(edits []Edit) ([]file, []Problem) {
+	files := make([]file, len(edits))
+	var probs []Problem
+	bad := func(p, format string, args ...any) {
+		probs = append(probs, Problem{p, fmt.Sprintf(format, args...)})
+	}
+	for i, e := range edits {
+		files[i].mode = 0o640
+		cur, err := w.H.ReadFile(e.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			cur = nil
+		case err != nil:
+			bad(e.Path, "cannot be read: %v", err)
+			continue
+		default:
+			files[i].existed = true
+		}
+		if len(cur) > MaxFile {
+			bad(e.Path, "is larger than 1 MiB, the most Proxmox's file system holds: not touching it")
+			continue
+		}
+		if string(cur) != e.Old {
+			bad(e.Path, "changed since gpusplit read it (someone else edited it): run again")
+			continue
+		}
+		if isGuestPath(e.Path) {
+			if g, _ := ParseGuest(e.Path, "", 0, string(cur)); g != nil {
+				if l, ok := g.Locked(); ok {
+					bad(e.Path, "has lock: %s: Proxmox is busy with the guest (backup, migration, snapshot); run again when it is done", l)
+				}
+			}
+		}
+		if !w.H.Writable() {
+			continue
+		}
+		target, err := w.H.OSPath(e.Path)
+		if err != nil {
+			bad(e.Path, "%v", err)
+			continue
+		}
+		files[i].target = target
+		if reason := unwritable(target, files[i].existed); reason != "" {
+			bad(e.Path, "%s", reason)
+		}
+		if fi, err := os.Stat(target); err == nil {
+			files[i].mode = fi.Mode().Perm()
+		}
+	}
+	return files, probs
+}
+
+// Inode flags (FS_IOC_GETFLAGS) that stop a file or directory being replaced.
+const (
+	fsImmutable = 0x10
+	fsAppend    = 0x20
+	fsIocGet    = 0x80086601
+)
+
+// unwritable says why target cannot be replaced by a rename into its directory, or "".
+func unwritable(target string, exists bool) string {
+	dir := filepath.Dir(target)
+	if exists {
+		fi, err := os.Lstat(target)
+		if err != nil {
+			return err.Error()
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Sprintf("is not a regular file (%s): not replacing it", fi.Mode().Type())
+		}
+		if f := inodeFlags(target); f&fsImmutable != 0 {
+			return "is immutable (chattr +i): lift it with chattr -i " + target
+		} else if f&fsAppend != 0 {
+			return "is append-only (chattr +a): lift it with chattr -a " + target
+		}
+		if err := syscall.Access(target, 2); err != nil {
+			return fmt.Sprintf("cannot be written: %v", err)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Sprintf("its directory: %v", err)
+	} else if !fi.IsDir() {
+		return fmt.Sprintf("its directory %s is not a directory", dir)
+	}
+	if f := inodeFlags(dir); f&(fsImmutable|fsAppend) != 0 {
+		return fmt.Sprintf("its directory %s is immutable or append-only (lsattr -d shows it): no file in it can be replaced", dir)
+	}
+	if err := syscall.Access(dir, 2|1); err != nil {
+		return fmt.Sprintf("its directory %s cannot be written: %v", dir, err)
+	}
+	return ""
+}
+
+// inodeFlags returns a file's inode flags, 0 where the file system keeps none (pmxcfs).
+func inodeFlags(p string) uint32 {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var flags uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), fsIocGet, uintptr(unsafe.Pointer(&flags))); e != 0 {
+		return 0
+	}
+	return flags
+}
+
+// stage writes data to <target>.tmp.<pid>, fsynced, as Proxmox's tools name it.
+func (w *Writer) stage(target, data string, mode fs.FileMode) (string, error) {
+	tmp := fmt.Sprintf("%s.tmp.%d", target, os.Getpid())
+	if err := w.inject(stepWrite); err != nil {
+		return "", err
+	}
+	if err := writeSynced(tmp, []byte(data), mode); err != nil {
+		return "", err
+	}
+	return tmp, nil
+}
+
+func writeSynced(p string, data []byte, mode fs.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(p)
+		return err
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable. pmxcfs and some file systems refuse to fsync a
+// directory; the rename has happened all the same.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// restore puts a file back as it was before Commit renamed its new version in.
+func (w *Writer) restore(f file, e Edit) error {
+	if !f.existed {
+		if err := os.Remove(f.target); err != nil {
+			return fmt.Errorf("removing the new file: %w", err)
+		}
+		syncDir(filepath.Dir(f.target))
+		return nil
+	}
+	tmp, err := w.stage(f.target, e.Old, f.mode)
+	if err != nil {
+		return fmt.Errorf("writing the old version: %w", err)
+	}
+	err = w.inject(stepRename)
+	if err == nil {
+		err = os.Rename(tmp, f.target)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("renaming the old version back: %w", err)
+	}
+	syncDir(filepath.Dir(f.target))
+	return nil
+}
+
+// backup keeps the previous contents under BackupDir, named for the path and the time,
+// and returns where it is on this machine.
+func (w *Writer) backup(path string, data []byte) (string, error) {
+	dir, err := w.H.OSPath(BackupDir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	if err := w.inject(stepWrite); err != nil {
+		return "", err
+	}
+	name := strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "_") + "." + w.Now().UTC().Format("20060102T150405.000000000Z")
+	p := filepath.Join(dir, name)
+	if err := writeSynced(p, data, 0o600); err != nil {
+		return "", err
+	}
+	syncDir(dir)
+	return p, nil
+}
+
+// lockRef is one of Proxmox's locks: the cluster lock directory of pci.cfg, or a
+// guest's node-local lock file.
+type lockRef struct {
+	path    string
+	cluster bool
+}
+
+// locksOf lists the locks edits need, in the order they are taken: the cluster lock
+// first, then the guests' locks by path. Every writer taking them in one order cannot
+// deadlock with another.
+func locksOf(edits []Edit) []lockRef {
+	var cluster []lockRef
+	var guests []lockRef
+	for _, e := range edits {
+		switch {
+		case e.Path == MappingPath:
+			cluster = []lockRef{{path: "/etc/pve/priv/lock/file-mapping_pci_cfg", cluster: true}}
+		case strings.HasPrefix(e.Path, "/etc/pve/qemu-server/"):
+			guests = append(guests, lockRef{path: "/var/lock/qemu-server/lock-" + filepath.Base(e.Path)})
+		case strings.HasPrefix(e.Path, "/etc/pve/lxc/"):
+			guests = append(guests, lockRef{path: "/run/lock/lxc/pve-config-" + strings.TrimSuffix(filepath.Base(e.Path), ".conf") + ".lock"})
+		}
+	}
+	slices.SortFunc(guests, func(a, b lockRef) int { return strings.Compare(a.path, b.path) })
+	return append(cluster, slices.CompactFunc(guests, func(a, b lockRef) bool { return a.path == b.path })...)
+}
+
+// lockAll takes every lock of the edits, in order; on a failure it releases those taken
+// and says which lock stopped it.
+func (w *Writer) lockAll(edits []Edit) (func(), []Problem) {
+	var held []func()
+	release := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i]()
+		}
+		held = nil
+	}
+	for _, l := range locksOf(edits) {
+		unlock, err := w.take(l)
+		if err != nil {
+			release()
+			return func() {}, []Problem{{Path: l.path, Reason: err.Error()}}
+		}
+		held = append(held, unlock)
+	}
+	return release, nil
+}
+
+func (w *Writer) take(l lockRef) (func(), error) {
+	if err := w.inject(stepLock); err != nil {
+		return nil, err
+	}
+	if l.cluster {
+		return w.clusterLock(l.path)
+	}
+	return w.flock(l.path)
+}
+
+// probe says whether a lock is held now, without waiting and without creating it.
+func (w *Writer) probe(l lockRef) string {
+	p, err := w.H.OSPath(l.path)
+	if err != nil {
+		return ""
+	}
+	if l.cluster {
+		if fi, err := os.Stat(p); err == nil && w.Now().Sub(fi.ModTime()) <= w.StaleAfter {
+			return fmt.Sprintf("is held by another writer of %s now: --apply waits %s for it", MappingPath, w.LockTimeout)
+		}
+		return ""
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Sprintf("is held by another Proxmox tool now: --apply waits %s for it", w.LockTimeout)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return ""
+}
+
+// clusterLock takes pmxcfs's lock for pci.cfg: a directory under /etc/pve/priv/lock
+// (one older than StaleAfter is stale, as pmxcfs expires it).
 func (w *Writer) clusterLock(lockDir string) (func(), error) {
 	p, err := w.H.OSPath(lockDir)
 	if err != nil {
@@ -153,12 +656,13 @@ func (w *Writer) clusterLock(lockDir string) (func(), error) {
 			continue
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s is locked by another writer (%s) for more than %s: nothing was written; try again", MappingPath, lockDir, w.LockTimeout)
+			return nil, fmt.Errorf("%s is locked by another writer for more than %s; try again", MappingPath, w.LockTimeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
+// flock takes the node-local lock Proxmox's tools take for a guest's config.
 func (w *Writer) flock(lockFile string) (func(), error) {
 	p, err := w.H.OSPath(lockFile)
 	if err != nil {
@@ -179,7 +683,7 @@ func (w *Writer) flock(lockFile string) (func(), error) {
 		}
 		if time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("%s is held by another Proxmox tool for more than %s: nothing was written; try again", lockFile, w.LockTimeout)
+			return nil, fmt.Errorf("held by another Proxmox tool for more than %s; try again", w.LockTimeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
