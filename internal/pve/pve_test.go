@@ -1,7 +1,11 @@
 package pve
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -479,4 +483,135 @@ func mustSel(t *testing.T, s string) []pci.Selector {
 		t.Fatal(err)
 	}
 	return sels
+}
+
+// demoWith is the sample host with some files replaced ("" removes one), as an archive
+// in memory: quicker than laying the host out in a directory, for tests that only read.
+func demoWith(t *testing.T, files map[string]string) (*host.Host, *inventory.Inventory) {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(samplehost.Archive()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tr, tw := tar.NewReader(zr), tar.NewWriter(&buf)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(hdr.Name, "./")
+		if repl, ok := files[name]; ok {
+			if repl == "" {
+				continue
+			}
+			body = []byte(repl)
+			hdr.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(body)
+	}
+	tw.Close()
+	h, err := host.OpenArchive("kpro6-modified", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, inv
+}
+
+// syncWith runs the sync of a desired state on such a host.
+func syncWith(t *testing.T, files map[string]string, d plan.Desired, o SyncOptions) (map[string]Change, []string) {
+	t.Helper()
+	h, inv := demoWith(t, files)
+	p, err := plan.Make(inv, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, notes, err := Sync(h, inv, p, d, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Change{}
+	for _, c := range changes {
+		out[c.Path] = c
+	}
+	return out, notes
+}
+
+// Results that cannot work, or that would lose what a mapping holds, are refusals, each
+// on the file it concerns and saying what differs; a sound sync has none.
+func TestSyncRefusals(t *testing.T) {
+	const cfg = "etc/pve/mapping/pci.cfg"
+	sample, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := string(must(sample.ReadFile(MappingPath)))
+	line := func(addr string) string {
+		for _, l := range strings.SplitAfter(ref, "\n") {
+			if strings.Contains(l, "node=kpro6,path="+addr+",") {
+				return l
+			}
+		}
+		t.Fatalf("no line for %s", addr)
+		return ""
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   string
+		opts  SyncOptions
+		file  string // the change that carries the refusal
+		want  string
+		notes string // a note that must be there instead, when want is ""
+	}{
+		{name: "sound", cfg: ref},
+		{name: "one GPU's line missing", cfg: strings.Replace(ref, line("0000:f1:00"), "", 1),
+			file: "/etc/pve/qemu-server/131.conf", want: "VM 131: 4 hostpci entries would use mapping pro6000-vm, which holds 3 GPUs on kpro6: the VM could not start"},
+		{name: "stale IOMMU group", cfg: strings.Replace(ref, "iommugroup=72,node=kpro6", "iommugroup=73,node=kpro6", 1),
+			file: MappingPath, want: "mapping pro6000: the entry of node kpro6 with path=0000:81:00 no longer matches the host ('iommugroup' does not match for 0000:81:00.0 (72 != 73))"},
+		{name: "entry of a device that is gone", cfg: strings.Replace(ref, line("0000:f1:00"), line("0000:f1:00")+strings.Replace(line("0000:f1:00"), "path=0000:f1:00", "path=0000:f2:00", 1), 1),
+			file: MappingPath, want: "mapping pro6000: the entry of node kpro6 with path=0000:f2:00 points to no device of this host: sync would drop it"},
+		{name: "entry of a device that is no GPU", cfg: strings.Replace(ref, line("0000:f1:00"), line("0000:f1:00")+strings.Replace(line("0000:f1:00"), "path=0000:f1:00", "path=0000:00:01.1", 1), 1),
+			file: MappingPath, want: "path=0000:00:01.1 points to 0000:00:01.1, a 1022:"},
+		{name: "the -vm mapping exists with another node's GPU", cfg: ref + "pro6000-vm\n\tmap id=10de:2bb1,iommugroup=12,node=kpro7,path=0000:41:00,subsystem-id=10de:204b\n\n",
+			file: MappingPath, want: "mapping pro6000-vm exists already and holds devices of other nodes (kpro7:0000:41:00)"},
+		{name: "the same, named with --vm-mapping", cfg: ref + "pro6000-vm\n\tmap id=10de:2bb1,iommugroup=12,node=kpro7,path=0000:41:00,subsystem-id=10de:204b\n\n",
+			opts: SyncOptions{VMMapping: "pro6000-vm"}, notes: "mapping pro6000-vm, named to hold this node's GPUs, also holds devices of other nodes (kpro7:0000:41:00): they are kept"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			changes, notes := syncWith(t, map[string]string{cfg: tc.cfg}, vfio(t, "numa:1"), tc.opts)
+			var all []string
+			for p, c := range changes {
+				for _, r := range c.Refusals {
+					all = append(all, p+": "+r)
+					if tc.want == "" || p != tc.file || !strings.Contains(r, tc.want) {
+						continue
+					}
+					tc.want = "" // found
+				}
+			}
+			if tc.want != "" {
+				t.Fatalf("no refusal %q on %s; refusals:\n%s", tc.want, tc.file, strings.Join(all, "\n"))
+			}
+			if tc.file == "" && len(all) > 0 {
+				t.Fatalf("refusals:\n%s", strings.Join(all, "\n"))
+			}
+			if tc.notes != "" && !strings.Contains(strings.Join(notes, "\n"), tc.notes) {
+				t.Fatalf("no note %q in %v", tc.notes, notes)
+			}
+		})
+	}
 }

@@ -28,6 +28,9 @@ type Change struct {
 	Old   string
 	New   string
 	Notes []string
+	// Refusals say why the change would give a result that cannot work, or would lose
+	// what the file holds: sync writes nothing while any change has one, unless forced.
+	Refusals []string
 	// Guest is set for a VM or container config.
 	Guest *Guest
 	// Mapping is set for pci.cfg.
@@ -74,7 +77,7 @@ func Sync(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desired, 
 	changes = append(changes, vms...)
 	var out []Change
 	for _, c := range changes {
-		if c.Old != c.New || len(c.Notes) > 0 {
+		if c.Old != c.New || len(c.Notes) > 0 || len(c.Refusals) > 0 {
 			out = append(out, c)
 		}
 	}
@@ -163,6 +166,7 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 	described := map[string]string{}
 	entryOf := map[pci.Address]MapEntry{} // existing entries, to keep their form
 	named := false
+	var refusals []string
 	for _, t := range d.Targets {
 		if t.Mapping != "" {
 			named = true
@@ -225,11 +229,26 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 			if len(vm) == 0 || len(host) == 0 && f.Mapping(vmName) == nil {
 				continue // nothing to split: the mapping is all on one side
 			}
+			if mm := f.Mapping(vmName); mm != nil && s.opts.VMMapping == "" {
+				if others := otherNodes(mm, s.node); len(others) > 0 {
+					refusals = append(refusals, fmt.Sprintf("mapping %s exists already and holds devices of other nodes (%s): sync would add this node's vfio-pci GPUs to it; to merge into it, name it (--vm-mapping %s, or mapping = %q in split.toml), else choose another name", vmName, strings.Join(others, ", "), vmName, vmName))
+				}
+			}
 			want[m.ID], want[vmName] = host, vm
 			s.vmMapping[m.ID] = vmName
 			if d := m.Props["description"]; d != "" {
 				described[vmName] = d + ", on vfio-pci for VMs"
 			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(want)) {
+		m := f.Mapping(id)
+		if m == nil {
+			continue
+		}
+		refusals = append(refusals, s.staleEntries(m)...)
+		if others := otherNodes(m, s.node); len(others) > 0 && (named || s.opts.VMMapping == id) && len(m.NodeMaps(s.node)) == 0 {
+			s.notes = append(s.notes, fmt.Sprintf("mapping %s, named to hold this node's GPUs, also holds devices of other nodes (%s): they are kept", id, strings.Join(others, ", ")))
 		}
 	}
 	s.mappingGPUs = map[string][]pci.Address{}
@@ -244,7 +263,45 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 			return nil, err
 		}
 	}
-	return &Change{Path: MappingPath, Old: old, New: f.String(), Mapping: f}, nil
+	return &Change{Path: MappingPath, Old: old, New: f.String(), Mapping: f, Refusals: refusals}, nil
+}
+
+// staleEntries are the refusals for this node's entries of a mapping sync rewrites that
+// no longer match the host: sync would drop or rewrite them, and the user should know
+// what differs before it does.
+func (s *syncer) staleEntries(m *Mapping) []string {
+	var out []string
+	for _, e := range m.NodeMaps(s.node) {
+		if _, ok := s.gpuOfPath(e.Path); !ok {
+			what := "no device of this host"
+			first, _, _ := strings.Cut(e.Path, ";")
+			if !strings.Contains(first, ".") {
+				first += ".0"
+			}
+			if a, err := pci.ParseAddress(first); err == nil {
+				if d := s.inv.Tree.Lookup(a); d != nil {
+					what = fmt.Sprintf("%s, a %s device (class %06x), not a GPU", a, d.ID(), d.Class)
+				}
+			}
+			out = append(out, fmt.Sprintf("mapping %s: the entry of node %s with path=%s points to %s: sync would drop it; fix or remove the entry (Datacenter → Resource Mappings), or --force", m.ID, s.node, e.Path, what))
+			continue
+		}
+		if probs := Check(s.inv.Tree, e); len(probs) > 0 {
+			out = append(out, fmt.Sprintf("mapping %s: the entry of node %s with path=%s no longer matches the host (%s): sync would rewrite it from sysfs; check the device is the one meant, then --force", m.ID, s.node, e.Path, strings.Join(probs, "; ")))
+		}
+	}
+	return out
+}
+
+// otherNodes lists a mapping's entries of nodes other than node, as node:path.
+func otherNodes(m *Mapping, node string) []string {
+	var out []string
+	for _, e := range m.Maps {
+		if e.Node != node {
+			out = append(out, e.Node+":"+e.Path)
+		}
+	}
+	return out
 }
 
 func dedupe(as []pci.Address) []pci.Address {

@@ -117,7 +117,7 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 			}
 		}
 		if have := len(s.mappingGPUs[m]); n > have {
-			c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %d hostpci entries use mapping %s, which holds %d GPUs on %s: it cannot start", g.ID, n, m, have, s.node))
+			c.Refusals = append(c.Refusals, fmt.Sprintf("VM %d: %d hostpci entries would use mapping %s, which holds %s on %s: the VM could not start; put the missing GPUs in the mapping, or remove hostpci entries", g.ID, n, m, plural(have, "GPU", "GPUs"), s.node))
 		}
 	}
 	if len(used) > 0 && !q35 {
