@@ -8,10 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/drivers"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
 // desiredFlags are the flags that say what the split should be: plan, apply and status
@@ -36,6 +38,7 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	}
 	devices := g.devices
 	var desired plan.Desired
+	var file *plan.File
 	if len(d.vfio) > 0 {
 		var choices [][]pci.Selector
 		for _, v := range d.vfio {
@@ -54,7 +57,7 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 		if err != nil {
 			return plan.Desired{}, nil, err
 		}
-		file, err := plan.ParseFile(name, data)
+		file, err = plan.ParseFile(name, data)
 		if err != nil {
 			return plan.Desired{}, nil, err
 		}
@@ -78,7 +81,69 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 		return plan.Desired{}, nil, err
 	}
 	g.warn(inv.Warnings)
+	// Every name the file gives must exist before anything is planned: a driver name
+	// that matches no driver would leave the GPUs without one, and the functions that
+	// should follow them behind.
+	if file != nil {
+		if err := file.Check(inv, newHostNames(h)); err != nil {
+			return plan.Desired{}, nil, err
+		}
+	}
 	return desired, inv, nil
+}
+
+// hostNames answers plan.File.Check from the host: drivers from its sysfs and modules,
+// guests from Proxmox's files of this node.
+type hostNames struct {
+	h *host.Host
+	// proxmox is false where /etc/pve/nodes is missing: not a Proxmox host, or one whose
+	// cluster file system is not mounted yet (a boot-time apply before pve-cluster
+	// starts), where guests cannot be looked up and are not needed to move GPUs.
+	proxmox bool
+	node    string
+	nodeErr error
+}
+
+func newHostNames(h *host.Host) hostNames {
+	n := hostNames{h: h, proxmox: h.IsDir(pveNodes)}
+	if n.proxmox {
+		n.node, n.nodeErr = pve.NodeName(h)
+	}
+	return n
+}
+
+const pveNodes = "/etc/pve/nodes"
+
+func (n hostNames) Driver(name string) error { return drivers.Check(n.h, name) }
+
+func (n hostNames) Container(id int) error { return n.guest(pve.LXC, "container", "VM", pve.QEMU, id) }
+
+func (n hostNames) VM(id int) error { return n.guest(pve.QEMU, "VM", "container", pve.LXC, id) }
+
+// guest finds the config of guest id of this node, and when it is missing says where
+// the id is instead: on another node, or the other kind of guest.
+func (n hostNames) guest(kind, noun, otherNoun, otherKind string, id int) error {
+	if !n.proxmox {
+		return nil
+	}
+	if n.nodeErr != nil {
+		return n.nodeErr
+	}
+	conf := func(node, kind string) string { return fmt.Sprintf("%s/%s/%s/%d.conf", pveNodes, node, kind, id) }
+	p := conf(n.node, kind)
+	if n.h.Exists(p) {
+		return nil
+	}
+	if n.h.Exists(conf(n.node, otherKind)) {
+		return fmt.Errorf("%d is a %s of node %s, not a %s: list it under %s", id, otherNoun, n.node, noun, map[string]string{pve.QEMU: "vms", pve.LXC: "containers"}[otherKind])
+	}
+	nodes, _ := n.h.ReadDir(pveNodes)
+	for _, other := range nodes {
+		if other != n.node && (n.h.Exists(conf(other, kind)) || n.h.Exists(conf(other, otherKind))) {
+			return fmt.Errorf("guest %d is on node %s, not on this node %s: gpusplit changes only this node's guests; migrate it here first, or remove it from the file", id, other, n.node)
+		}
+	}
+	return fmt.Errorf("no %s %d on this node %s (no %s): correct the id, or create the %s first", noun, id, n.node, p, noun)
 }
 
 // planned is a desired state planned on a host.

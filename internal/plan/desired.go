@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/gpusplit/gpusplit/internal/drivers"
+	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
 
@@ -23,6 +27,10 @@ type File struct {
 	// SyncProxmox makes apply run pve sync after the rebinding succeeded.
 	SyncProxmox bool    `toml:"sync_proxmox"`
 	Groups      []Group `toml:"group"`
+
+	// The file's name and text, for the line and column of what Check finds.
+	name string
+	data []byte
 }
 
 // Group is one [[group]] of split.toml.
@@ -84,7 +92,9 @@ func ParseFile(name string, data []byte) (*File, error) {
 	if len(f.Groups) == 0 {
 		return nil, &ConfigError{File: name, Msg: "no [[group]]: say which GPUs go to which driver"}
 	}
+	f.name, f.data = name, data
 	names := map[string]bool{}
+	guests := map[int]string{} // container or VM, by id
 	for i, g := range f.Groups {
 		if g.Name == "" {
 			return nil, at("[[group]]", fmt.Sprintf("group %d has no name", i+1))
@@ -101,11 +111,152 @@ func ParseFile(name string, data []byte) (*File, error) {
 				return nil, at(`"`+s+`"`, fmt.Sprintf("group %q: %v", g.Name, err))
 			}
 		}
-		if strings.ContainsAny(g.Driver, " /\t\n") {
-			return nil, at(g.Driver, fmt.Sprintf("group %q: %q is not a driver name", g.Name, g.Driver))
+		if g.Driver != Default && g.Driver != None {
+			if err := drivers.Valid(g.Driver); err != nil {
+				return nil, f.at(i, "driver", -1, fmt.Sprintf("group %q: %v", g.Name, err))
+			}
+		}
+		if g.Mapping != "" && !mappingID.MatchString(g.Mapping) {
+			return nil, f.at(i, "mapping", -1, fmt.Sprintf("group %q: mapping = %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_' (what pvesh create /cluster/mapping/pci --id accepts)", g.Name, g.Mapping))
+		}
+		for _, list := range []struct {
+			key, noun string
+			ids       []int
+		}{{"containers", "container", g.Containers}, {"vms", "VM", g.VMs}} {
+			for j, id := range list.ids {
+				if id < minGuestID || id > maxGuestID {
+					return nil, f.at(i, list.key, j, fmt.Sprintf("group %q: %d is not a Proxmox %s id: ids run from %d to %d", g.Name, id, list.noun, minGuestID, maxGuestID))
+				}
+				if prev, ok := guests[id]; ok && prev != list.noun {
+					return nil, f.at(i, list.key, j, fmt.Sprintf("group %q: %d is named both as a container and as a VM: Proxmox gives each guest its own id; list it under containers or under vms", g.Name, id))
+				}
+				guests[id] = list.noun
+			}
 		}
 	}
 	return &f, nil
+}
+
+// Proxmox's rules for the names split.toml gives: a mapping id is a pve-configid
+// (pve-common's $CONFIGID_RE, [a-z][a-z0-9_-]+ without regard to case), a guest id a
+// pve-vmid (100 to 999999999; lower ids are reserved).
+var mappingID = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]+$`)
+
+const (
+	minGuestID = 100
+	maxGuestID = 999999999
+)
+
+// Names answers, for Check, whether the names a desired state gives exist on the host
+// it is planned on. The command line asks the host; plan itself reads nothing.
+type Names interface {
+	// Driver returns nil for a PCI driver the host has or can load, else why not.
+	Driver(name string) error
+	// Container and VM return nil for a guest of this node, else why not.
+	Container(id int) error
+	VM(id int) error
+}
+
+// Check verifies that every name the file gives exists: each select entry chooses a
+// GPU of inv, each driver is one the host has or can load, each container and VM is a
+// guest of this node. It reports every problem, each with its line and column, so that
+// one run shows all there is to fix.
+func (f *File) Check(inv *inventory.Inventory, names Names) error {
+	var gpus []*pci.Device
+	for i := range inv.GPUs {
+		gpus = append(gpus, inv.GPUs[i].Device)
+	}
+	var errs []error
+	for i, g := range f.Groups {
+		for j, s := range g.Select {
+			sels, err := pci.ParseSelectors(s)
+			if err == nil {
+				_, err = pci.Choose(gpus, gpus, sels, "GPU", "GPU")
+			}
+			if err != nil {
+				errs = append(errs, f.at(i, "select", j, fmt.Sprintf("group %q: %v", g.Name, err)))
+			}
+		}
+		if g.Driver != Default && g.Driver != None {
+			if err := names.Driver(g.Driver); err != nil {
+				errs = append(errs, f.at(i, "driver", -1, fmt.Sprintf("group %q: %v", g.Name, err)))
+			}
+		}
+		for j, id := range g.Containers {
+			if err := names.Container(id); err != nil {
+				errs = append(errs, f.at(i, "containers", j, fmt.Sprintf("group %q: %v", g.Name, err)))
+			}
+		}
+		for j, id := range g.VMs {
+			if err := names.VM(id); err != nil {
+				errs = append(errs, f.at(i, "vms", j, fmt.Sprintf("group %q: %v", g.Name, err)))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// at is a ConfigError at the value of key in the group'th [[group]] (its elem'th
+// element when elem >= 0 and the value is an array), as the TOML parser saw it.
+func (f *File) at(group int, key string, elem int, msg string) error {
+	line, col := position(f.data, group, key, elem)
+	return &ConfigError{File: f.name, Line: line, Column: col, Msg: msg}
+}
+
+// position finds where a group's value lies; 0, 0 when it cannot (a file not parsed
+// from text, or groups written as an inline array).
+func position(data []byte, group int, key string, elem int) (int, int) {
+	if data == nil {
+		return 0, 0
+	}
+	var p unstable.Parser
+	p.Reset(data)
+	index, inGroup := -1, false
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			inGroup = e.Kind == unstable.ArrayTable && keyOf(e) == "group"
+			if inGroup {
+				index++
+			}
+		case unstable.KeyValue:
+			if !inGroup || index != group || keyOf(e) != key {
+				continue
+			}
+			// An array has no range of its own: point at its element, or else its key.
+			k := e.Key()
+			k.Next()
+			at := k.Node().Raw
+			if v := e.Value(); v.Kind != unstable.Array {
+				at = v.Raw
+			} else if elem >= 0 {
+				it, n := v.Children(), 0
+				for it.Next() {
+					if it.Node().Kind == unstable.Comment {
+						continue
+					}
+					if n == elem {
+						at = it.Node().Raw
+						break
+					}
+					n++
+				}
+			}
+			pos := p.Shape(at).Start
+			return pos.Line, pos.Column
+		}
+	}
+	return 0, 0
+}
+
+// keyOf is a key as written, its parts joined with dots.
+func keyOf(e *unstable.Node) string {
+	var parts []string
+	for it := e.Key(); it.Next(); {
+		parts = append(parts, string(it.Node().Data))
+	}
+	return strings.Join(parts, ".")
 }
 
 // Desired turns the file into the planner's desired state.

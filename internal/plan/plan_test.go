@@ -259,6 +259,15 @@ func TestParseFileErrors(t *testing.T) {
 		{"twice", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n[[group]]\nname = \"a\"\nselect = [\"numa:1\"]\n", 2, 8, "two groups"},
 		{"bad rest", "rest = \"all\"\n[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n", 1, 1, "rest"},
 		{"no name", "[[group]]\nselect = [\"numa:0\"]\n", 1, 1, "no name"},
+		{"driver with a slash", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\ndriver = \"../../x\"\n", 4, 10, `driver "../../x" is not a driver name`},
+		{"driver with a newline", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\ndriver = \"vfio-pci\\n\"\n", 4, 10, "white space"},
+		{"driver too long", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\ndriver = \"" + strings.Repeat("x", 65) + "\"\n", 4, 10, "longer than 64"},
+		{"mapping with a space", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\nmapping = \"pro 6000\"\n", 4, 11, "not a Proxmox mapping id"},
+		{"mapping of one letter", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\nmapping = \"p\"\n", 4, 11, "not a Proxmox mapping id"},
+		{"mapping from a digit", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\nmapping = \"6000\"\n", 4, 11, "not a Proxmox mapping id"},
+		{"VM id too low", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\nvms = [131, 99]\n", 4, 13, "99 is not a Proxmox VM id"},
+		{"container id negative", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\ncontainers = [\n  # the inference server\n  -1,\n]\n", 6, 3, "-1 is not a Proxmox container id"},
+		{"container and VM", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\ncontainers = [129]\n[[group]]\nname = \"b\"\nselect = [\"numa:1\"]\nvms = [129]\n", 8, 8, "129 is named both as a container and as a VM"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -311,5 +320,101 @@ func TestDocumentedExample(t *testing.T) {
 	}
 	if len(p.Moves) != 8 || p.Moves[0].Device.String() != "0000:81:00.0" || len(f.Groups) != 2 || f.Groups[1].VMs[0] != 131 {
 		t.Errorf("docs/split.toml plans %v", moves(p.Moves))
+	}
+}
+
+// names is a host's answers for Check: the drivers and guests it has.
+type names struct {
+	drivers         map[string]bool
+	containers, vms map[int]bool
+}
+
+func (n names) Driver(name string) error {
+	if n.drivers[name] {
+		return nil
+	}
+	return fmt.Errorf("no driver %q", name)
+}
+
+func (n names) Container(id int) error {
+	if n.containers[id] {
+		return nil
+	}
+	return fmt.Errorf("no container %d", id)
+}
+
+func (n names) VM(id int) error {
+	if n.vms[id] {
+		return nil
+	}
+	return fmt.Errorf("no VM %d", id)
+}
+
+// Check names every name that does not exist, each where it is written; "" and "none"
+// are not driver names to look up.
+func TestCheckNames(t *testing.T) {
+	text := `[[group]]
+name = "inference"
+select = ["numa:0"]
+driver = "nvidai"
+containers = [129, 130]
+
+[[group]]
+name = "vms"
+select = [
+  "numa:1",
+  "numa:7",
+]
+driver = "vfio-pci"
+vms = [131, 132]
+
+[[group]]
+name = "rest"
+select = ["0000:99:00.0", "10de:2bb1"]
+
+[[group]]
+name = "parked"
+select = ["10de:ffff"]
+driver = "none"
+`
+	f, err := ParseFile("split.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := names{drivers: map[string]bool{"vfio-pci": true, "nvidia": true}, containers: map[int]bool{129: true}, vms: map[int]bool{131: true}}
+	err = f.Check(demo(t), n)
+	if err == nil {
+		t.Fatal("Check found nothing")
+	}
+	want := []string{
+		`split.toml:4:10: group "inference": no driver "nvidai"`,
+		`split.toml:5:20: group "inference": no container 130`,
+		`split.toml:11:3: group "vms": selector numa:7 matches no GPU`,
+		`split.toml:14:13: group "vms": no VM 132`,
+		`split.toml:18:11: group "rest": selector 0000:99:00.0 matches no`,
+		`split.toml:22:11: group "parked": selector 10de:ffff matches no`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("Check found %d problems, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d = %q, want it to start with %q", i+1, lines[i], w)
+		}
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("Check's error holds no ConfigError: %T", err)
+	}
+
+	// The same names, all there: nothing to say.
+	ok := names{drivers: map[string]bool{"vfio-pci": true, "nvidia": true}, containers: map[int]bool{129: true}, vms: map[int]bool{131: true}}
+	f, err = ParseFile("docs/split.toml", []byte("[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\ndriver = \"nvidia\"\ncontainers = [129]\n[[group]]\nname = \"b\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\nvms = [131]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(demo(t), ok); err != nil {
+		t.Errorf("Check of names that exist: %v", err)
 	}
 }
