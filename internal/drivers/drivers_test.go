@@ -240,3 +240,15 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// docs/split.toml lists the drivers accepted without looking at the host.
+func TestKnownDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/split.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(strings.ReplaceAll(string(doc), "#", "")), " ")
+	if want := strings.Join(Known(), ", "); !strings.Contains(text, want) {
+		t.Errorf("docs/split.toml does not list the known drivers %q", want)
+	}
+}
