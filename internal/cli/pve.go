@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -120,7 +121,7 @@ func newPVEMappings(g *globals) *cobra.Command {
 
 func newPVESync(g *globals) *cobra.Command {
 	var d desiredFlags
-	var apply, dryRun bool
+	var apply, dryRun, force bool
 	var vmMapping string
 	cmd := &cobra.Command{
 		Use:   "sync",
@@ -154,104 +155,186 @@ previous version under ` + pve.BackupDir + `.`,
 			if err != nil {
 				return err
 			}
-			return syncProxmox(g, pl, pve.SyncOptions{VMMapping: vmMapping}, apply)
+			return syncProxmox(g, pl, pve.SyncOptions{VMMapping: vmMapping}, syncMode{apply: apply, force: force})
 		},
 	}
 	d.register(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&apply, "apply", false, "write the changes")
 	f.BoolVar(&dryRun, "dry-run", false, "print the diffs and change nothing (the default)")
+	f.BoolVar(&force, "force", false, "write a result that the checks refuse (a VM with more hostpci entries than its mapping has GPUs, mapping entries that no longer match the host, merging into another node's mapping)")
 	f.StringVar(&vmMapping, "vm-mapping", "", "the mapping of the vfio-pci side (default: the existing mapping's name plus -vm)")
 	return cmd
 }
 
-// syncDoc is the JSON form of a sync: each changed file's diff, with its notes.
+// syncDoc is the JSON form of a sync: each changed file's diff, with its notes and
+// refusals; what stops (or stopped) --apply; and what --apply did to each file.
 type syncDoc struct {
-	Applied bool         `json:"applied"`
-	Changes []changeJSON `json:"changes"`
-	Notes   []string     `json:"notes"`
+	Applied  bool             `json:"applied"`
+	Forced   bool             `json:"forced"`
+	Changes  []changeJSON     `json:"changes"`
+	Notes    []string         `json:"notes"`
+	Problems []string         `json:"problems"`
+	Files    []pve.FileResult `json:"files"`
 }
 
 type changeJSON struct {
-	Path  string   `json:"path"`
-	Diff  string   `json:"diff"`
-	Notes []string `json:"notes"`
+	Path     string   `json:"path"`
+	Diff     string   `json:"diff"`
+	Notes    []string `json:"notes"`
+	Refusals []string `json:"refusals"`
 }
 
-// runSync computes the Proxmox changes of a planned split, and writes them when apply is set.
-func runSync(pl *planned, o pve.SyncOptions, apply bool) (*syncDoc, []pve.Change, []string, error) {
+// syncMode is how a sync runs: a dry run, or --apply; --force writes past refusals.
+type syncMode struct {
+	apply, force bool
+}
+
+// errSyncStops ends a dry run that found reasons --apply would stop.
+var errSyncStops = errors.New("--apply would stop, for the reasons above; nothing was written")
+
+// runSync computes the Proxmox changes of a planned split and checks them: the
+// refusals of the sync (results that cannot work, unless forced) and every condition
+// the writer would stop at. With apply it then writes them as one transaction.
+func runSync(pl *planned, o pve.SyncOptions, mode syncMode) (*syncDoc, error) {
 	changes, notes, err := pve.Sync(pl.h, pl.inv, pl.plan, pl.desired, o)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	doc := &syncDoc{Applied: apply, Changes: []changeJSON{}, Notes: append([]string{}, notes...)}
+	doc := &syncDoc{Forced: mode.force, Changes: []changeJSON{}, Notes: append([]string{}, notes...), Problems: []string{}, Files: []pve.FileResult{}}
+	var edits []pve.Edit
 	for _, c := range changes {
-		doc.Changes = append(doc.Changes, changeJSON{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...)})
+		doc.Changes = append(doc.Changes, changeJSON{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...), Refusals: append([]string{}, c.Refusals...)})
+		for _, r := range c.Refusals {
+			if mode.force {
+				doc.Notes = append(doc.Notes, "forced past: "+r)
+			} else {
+				doc.Problems = append(doc.Problems, c.Path+": "+r)
+			}
+		}
+		edits = append(edits, pve.Edit{Path: c.Path, Old: c.Old, New: c.New})
 	}
-	if apply {
-		if err := writeChanges(pl, changes); err != nil {
-			return doc, changes, notes, err
+	w := &pve.Writer{H: pl.h}
+	if !mode.apply {
+		for _, p := range w.Check(edits) {
+			doc.Problems = append(doc.Problems, p.String())
+		}
+		if len(doc.Problems) > 0 {
+			return doc, errSyncStops
+		}
+		return doc, nil
+	}
+	if len(doc.Problems) > 0 {
+		for _, e := range edits {
+			if e.Old != e.New {
+				doc.Files = append(doc.Files, pve.FileResult{Path: e.Path, Outcome: pve.Untouched})
+			}
+		}
+		return doc, fmt.Errorf("nothing was written: the result could not work or would lose entries (--force writes it all the same):\n  %s", strings.Join(doc.Problems, "\n  "))
+	}
+	res, err := w.Commit(edits)
+	doc.Files = append(doc.Files, res...)
+	var tx *pve.TxError
+	if errors.As(err, &tx) {
+		for _, p := range tx.Problems {
+			doc.Problems = append(doc.Problems, p.String())
 		}
 	}
-	return doc, changes, notes, nil
+	doc.Applied = err == nil
+	return doc, err
 }
 
-// syncProxmox runs the sync and prints it: the diffs with their notes, or JSON.
-func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, apply bool) error {
-	doc, changes, notes, err := runSync(pl, o, apply)
-	if err != nil {
+// syncProxmox runs the sync and prints it: the diffs with their notes and refusals, what
+// stops --apply, and what was written; or JSON.
+func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, mode syncMode) error {
+	doc, err := runSync(pl, o, mode)
+	if doc == nil {
 		return err
 	}
 	if g.json() {
-		return g.writeJSON(doc)
+		if jerr := g.writeJSON(doc); jerr != nil {
+			return jerr
+		}
+		return err
 	}
-	if len(changes) == 0 {
+	printSync(g, pl, doc, mode)
+	return err
+}
+
+func printSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) {
+	if len(doc.Changes) == 0 {
 		fmt.Fprintf(g.stdout, "%s: Proxmox already matches the split.\n", pl.h.Root())
 	}
-	for _, c := range changes {
-		if diff := c.Diff(); diff != "" {
-			fmt.Fprint(g.stdout, diff)
-		}
+	for _, c := range doc.Changes {
+		fmt.Fprint(g.stdout, c.Diff)
 		for _, n := range c.Notes {
 			fmt.Fprintf(g.stdout, "# %s\n", n)
 		}
+		for _, r := range c.Refusals {
+			if mode.force {
+				fmt.Fprintf(g.stdout, "# FORCED: %s\n", r)
+			} else {
+				fmt.Fprintf(g.stdout, "# REFUSED: %s\n", r)
+			}
+		}
 		fmt.Fprintln(g.stdout)
 	}
-	for _, n := range notes {
+	for _, n := range doc.Notes {
 		fmt.Fprintf(g.stdout, "note: %s\n", n)
 	}
 	switch {
-	case apply:
-		fmt.Fprintf(g.stdout, "wrote %d files; the previous versions are in %s.\n", countChanged(changes), pve.BackupDir)
-	case len(changes) > 0:
+	case !mode.apply && len(doc.Problems) > 0:
+		fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop (%s):\n", plural(len(doc.Problems), "problem", "problems"))
+		for _, p := range doc.Problems {
+			fmt.Fprintf(g.stdout, "  %s\n", p)
+		}
+	case !mode.apply && len(doc.Changes) > 0:
+		if !pl.h.Writable() {
+			fmt.Fprintf(g.stdout, "note: %s is a snapshot: the locks and the files' permissions are checked on the host itself.\n", pl.h.Root())
+		}
 		fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes these changes.")
+	case mode.apply && len(doc.Files) > 0:
+		written := 0
+		for _, f := range doc.Files {
+			fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
+			if f.Outcome == pve.Written {
+				written++
+			}
+		}
+		if doc.Applied {
+			fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural(written, "file", "files"), rootedPath(pl.h, pve.BackupDir))
+		}
 	}
-	return nil
 }
 
-// writeChanges writes the changed files: the mappings first, then the guests.
-func writeChanges(pl *planned, changes []pve.Change) error {
-	if !pl.h.Writable() {
-		return fmt.Errorf("cannot write to %s: %w", pl.h.Root(), errSnapshot)
+// rootedPath is where p lies as the user sees it: under --root when one is given.
+func rootedPath(h interface{ Root() string }, p string) string {
+	if r := h.Root(); r != "/" && r != "" {
+		return filepath.Join(r, p)
 	}
-	w := &pve.Writer{H: pl.h}
-	for _, c := range changes {
-		if c.Old == c.New {
-			continue
-		}
-		if err := w.Write(c.Path, c.Old, c.New); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p
 }
 
-func countChanged(changes []pve.Change) int {
-	n := 0
-	for _, c := range changes {
-		if c.Old != c.New {
-			n++
-		}
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
 	}
-	return n
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// proxmoxPreflight checks, before apply moves a GPU, the Proxmox sync that the desired
+// state's sync_proxmox makes it run afterwards: a sync that would be refused or could not
+// be written stops apply with nothing changed.
+func proxmoxPreflight(g *globals, pl *planned) error {
+	if !pl.desired.SyncProxmox {
+		return nil
+	}
+	doc, err := runSync(pl, pve.SyncOptions{}, syncMode{})
+	if err == nil {
+		return nil
+	}
+	if doc == nil {
+		return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox asks for cannot be computed: %w", err)
+	}
+	return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox runs after the move would stop (gpusplit pve sync --dry-run shows it):\n  %s", strings.Join(doc.Problems, "\n  "))
 }

@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+// pveRoot is the sample host laid out in a directory, for commands that write Proxmox's
+// files; reset puts its /etc/pve back and removes the backups between cases.
+func pveRoot(t *testing.T) (root string, reset func()) {
+	t.Helper()
+	root = t.TempDir()
+	if err := samplehost.Unpack(root); err != nil {
+		t.Fatal(err)
+	}
+	saved := pveFiles(t, root)
+	return root, func() {
+		for p := range pveFiles(t, root) {
+			if _, ok := saved[p]; !ok {
+				os.Remove(filepath.Join(root, p))
+			}
+		}
+		for p, b := range saved {
+			os.WriteFile(filepath.Join(root, p), []byte(b), 0o640)
+		}
+		os.RemoveAll(filepath.Join(root, "var/lib/gpusplit"))
+	}
+}
+
+// pveFiles reads the regular files under etc/pve and var/lib/gpusplit.
+func pveFiles(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, top := range []string{"etc/pve", "var/lib/gpusplit"} {
+		filepath.Walk(filepath.Join(root, top), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				rel, _ := filepath.Rel(root, p)
+				b, _ := os.ReadFile(p)
+				out[rel] = string(b)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+func samePVEFiles(t *testing.T, root string, before map[string]string) {
+	t.Helper()
+	now := pveFiles(t, root)
+	for p, b := range before {
+		if now[p] != b {
+			t.Errorf("%s changed", p)
+		}
+	}
+	for p := range now {
+		if _, ok := before[p]; !ok {
+			t.Errorf("%s was written", p)
+		}
+	}
+}
+
+const vm131 = "etc/pve/nodes/kpro6/qemu-server/131.conf"
+
+func edit(t *testing.T, root, rel string, f func(string) string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(f(string(b))), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What was seen on the sample host: a sync that cannot be written whole writes nothing
+// and says so; its dry run says why and exits non-zero; a result that cannot work is
+// refused unless forced.
+func TestPVESyncTransaction(t *testing.T) {
+	root, reset := pveRoot(t)
+	sync := func(args ...string) (string, string, error) {
+		return run(t, append([]string{"--root", root, "pve", "sync", "--vfio", "numa:1"}, args...)...)
+	}
+
+	t.Run("VM locked by a backup", func(t *testing.T) {
+		defer reset()
+		edit(t, root, vm131, func(s string) string { return "lock: backup\n" + s })
+		before := pveFiles(t, root)
+		out, _, err := sync("--dry-run")
+		if err == nil || !strings.Contains(out, "--apply would stop (1 problem):\n  /etc/pve/qemu-server/131.conf: has lock: backup") {
+			t.Errorf("dry run: %v\n%s", err, out)
+		}
+		out, _, err = sync("--apply")
+		if err == nil || !strings.Contains(err.Error(), "nothing was written; 1 problem:\n  /etc/pve/qemu-server/131.conf: has lock: backup") {
+			t.Errorf("--apply: %v\n%s", err, out)
+		}
+		for _, want := range []string{"untouched     /etc/pve/mapping/pci.cfg\n", "untouched     /etc/pve/lxc/129.conf\n", "untouched     /etc/pve/qemu-server/131.conf\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("--apply does not report %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(out, "wrote ") {
+			t.Errorf("--apply says it wrote:\n%s", out)
+		}
+		samePVEFiles(t, root, before)
+	})
+
+	t.Run("one GPU missing from the mapping", func(t *testing.T) {
+		defer reset()
+		edit(t, root, "etc/pve/mapping/pci.cfg", func(s string) string {
+			return strings.Replace(s, "\tmap id=10de:2bb1,iommugroup=117,node=kpro6,path=0000:f1:00,subsystem-id=10de:204b\n", "", 1)
+		})
+		before := pveFiles(t, root)
+		out, _, err := sync("--dry-run")
+		if err == nil || !strings.Contains(out, "# REFUSED: VM 131: 4 hostpci entries would use mapping pro6000-vm, which holds 3 GPUs on kpro6") {
+			t.Errorf("dry run: %v\n%s", err, out)
+		}
+		if _, _, err := sync("--apply"); err == nil || !strings.Contains(err.Error(), "--force writes it all the same") {
+			t.Errorf("--apply: %v", err)
+		}
+		samePVEFiles(t, root, before)
+		out, stderr, err := sync("--apply", "--force")
+		if err != nil || !strings.Contains(out, "# FORCED: VM 131") || !strings.Contains(out, "wrote 3 files; the previous versions are in "+filepath.Join(root, "/var/lib/gpusplit/backup")) {
+			t.Errorf("--force: %v %s\n%s", err, stderr, out)
+		}
+	})
+
+	t.Run("JSON says what happened to each file", func(t *testing.T) {
+		defer reset()
+		out, _, err := sync("--apply", "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc syncDoc
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if !doc.Applied || len(doc.Files) != 3 || len(doc.Problems) != 0 {
+			t.Fatalf("%+v", doc)
+		}
+		for _, f := range doc.Files {
+			if f.Outcome != "written" || f.Backup == "" {
+				t.Errorf("%+v", f)
+			}
+		}
+		// Run again: nothing to do, nothing written, lists still lists.
+		out, _, err = sync("--apply", "-o", "json")
+		if err != nil || !strings.Contains(out, `"changes": []`) || !strings.Contains(out, `"files": []`) {
+			t.Errorf("second run: %v\n%s", err, out)
+		}
+	})
+}
