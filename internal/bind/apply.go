@@ -172,9 +172,17 @@ func Apply(ctx context.Context, h *host.Host, k Kernel, p *plan.Plan, opts Optio
 	}
 	defer lock.Unlock()
 
-	j := &Journal{Time: opts.Now().UTC(), Host: h.Root()}
+	id, err := ReadIdentity(h)
+	if err != nil {
+		return res, fmt.Errorf("nothing was changed: %w; the journal must say which host and which boot it is of", err)
+	}
+	j := &Journal{Format: JournalFormat, Time: opts.Now().UTC(), Identity: id}
 	for _, m := range p.Moves {
-		j.Devices = append(j.Devices, Prior{Device: m.Device, Driver: m.From, Override: m.Override, IOMMUGroup: m.IOMMUGroup, GPU: m.GPU, To: m.To})
+		devID, class, err := deviceIDs(h, m.Device)
+		if err != nil {
+			return res, fmt.Errorf("nothing was changed: %w; the journal must say which card each device is", err)
+		}
+		j.Devices = append(j.Devices, Prior{Device: m.Device, ID: devID, Class: class, Driver: m.From, Override: m.Override, IOMMUGroup: m.IOMMUGroup, GPU: m.GPU, To: m.To})
 	}
 	if err := WriteJournal(h, j); err != nil {
 		return res, fmt.Errorf("nothing was changed: %w", err)
@@ -421,8 +429,9 @@ func (r *runner) restore(p Prior) error {
 }
 
 // Rollback puts every device of the journal back as it was before the apply that wrote
-// it. Devices already there are left alone.
-func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, held map[pci.Address][]proc.Process, opts Options) (*Result, error) {
+// it. It refuses, changing nothing, a journal that CheckJournal does not trust; the
+// check is made again under the lock, so that no other run changes the host in between.
+func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, s Scope, held map[pci.Address][]proc.Process, opts Options) (*Result, error) {
 	opts.defaults()
 	res := &Result{Unrestored: map[pci.Address]error{}}
 	if len(held) > 0 {
@@ -433,6 +442,9 @@ func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, held map[
 		return res, err
 	}
 	defer lock.Unlock()
+	if _, err := CheckJournal(h, k, j, s); err != nil {
+		return res, err
+	}
 	r := runner{k: k, opts: opts}
 	var groups [][]plan.Move
 	index := map[string]int{}

@@ -207,9 +207,15 @@ func fourGPUs() (*fakeKernel, *plan.Plan) {
 	return f, p
 }
 
+// tempHost is a directory root that says who it is, as a live host does.
 func tempHost(t *testing.T) (*host.Host, string) {
 	t.Helper()
 	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"proc/sys/kernel/hostname":       "kpro6\n",
+		"proc/sys/kernel/random/boot_id": "0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10\n",
+		"etc/machine-id":                 "5f1c2d3e4a5b6c7d8e9f0a1b2c3d4e5f\n",
+	})
 	h, err := host.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -217,11 +223,55 @@ func tempHost(t *testing.T) (*host.Host, string) {
 	return h, dir
 }
 
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deviceFiles writes the ids sysfs shows for a device.
+func deviceFiles(t *testing.T, dir string, a pci.Address, vendor, device, class string) {
+	t.Helper()
+	base := "sys/bus/pci/devices/" + a.String() + "/"
+	writeFiles(t, dir, map[string]string{base + "vendor": vendor + "\n", base + "device": device + "\n", base + "class": class + "\n"})
+}
+
+// gpuHost is tempHost with the ids of fourGPUs' devices: RTX PRO 6000 GPUs and their
+// HDMI audio functions.
+func gpuHost(t *testing.T, f *fakeKernel) (*host.Host, string) {
+	t.Helper()
+	h, dir := tempHost(t)
+	for a := range f.devs {
+		if a.Function == 0 {
+			deviceFiles(t, dir, a, "0x10de", "0x2bb1", "0x030000")
+		} else {
+			deviceFiles(t, dir, a, "0x10de", "0x22e8", "0x040300")
+		}
+	}
+	return h, dir
+}
+
+// scopeOf makes every device of the plan movable, as the inventory would.
+func scopeOf(p *plan.Plan) Scope {
+	s := Scope{Movable: map[pci.Address]bool{}}
+	for _, m := range p.Moves {
+		s.Movable[m.Device] = true
+	}
+	return s
+}
+
 var fast = Options{UnbindTimeout: 200 * time.Millisecond, BindTimeout: 200 * time.Millisecond}
 
 func TestApplyAndRollback(t *testing.T) {
 	f, p := fourGPUs()
-	h, dir := tempHost(t)
+	h, dir := gpuHost(t, f)
 	var events []Event
 	var mu sync.Mutex
 	opts := fast
@@ -258,7 +308,7 @@ func TestApplyAndRollback(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "var/lib/gpusplit/journal.json")); err != nil {
 		t.Errorf("journal not under the root: %v", err)
 	}
-	res, err = Rollback(context.Background(), h, f, j, nil, fast)
+	res, err = Rollback(context.Background(), h, f, j, scopeOf(p), nil, fast)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +325,7 @@ func TestApplyAndRollback(t *testing.T) {
 func TestApplyRefusesHeldDevice(t *testing.T) {
 	f, p := fourGPUs()
 	p.Moves[4].Holders = []proc.Process{{PID: 48213, Command: "python3", Container: 129}}
-	h, dir := tempHost(t)
+	h, dir := gpuHost(t, f)
 	_, err := Apply(context.Background(), h, f, p, fast)
 	var held *HeldError
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), "0000:e1:00.0 is held by python3 (pid 48213) in container 129") || !strings.HasPrefix(err.Error(), "nothing was changed") {
@@ -292,7 +342,7 @@ func TestApplyRefusesHeldDevice(t *testing.T) {
 func TestApplyChecksDrivers(t *testing.T) {
 	f, p := fourGPUs()
 	delete(f.loaded, plan.VFIO)
-	h, _ := tempHost(t)
+	h, _ := gpuHost(t, f)
 	_, err := Apply(context.Background(), h, f, p, fast)
 	if err == nil || !strings.Contains(err.Error(), "driver vfio-pci is not loaded") || len(f.writes) != 0 {
 		t.Fatalf("missing driver: %v, writes %v", err, f.writes)
@@ -322,7 +372,7 @@ func TestApplyFailureRollsBack(t *testing.T) {
 			f, p := fourGPUs()
 			bad := p.Moves[6].Device // f1:00.0
 			c.setup(f, bad)
-			h, _ := tempHost(t)
+			h, _ := gpuHost(t, f)
 			opts := fast
 			opts.Parallel = 1 // the groups in order: three move, the fourth fails
 			res, err := Apply(context.Background(), h, f, p, opts)
@@ -416,5 +466,277 @@ func TestWriteErrorsSayWhatToDo(t *testing.T) {
 	}
 	if err := (Sysfs{H: h}).SetOverride(a, "vfio-pci"); err == nil || !strings.Contains(err.Error(), "driver_override") {
 		t.Errorf("override of a missing device: %v", err)
+	}
+}
+
+// The journal says which host, which boot and which cards it is of.
+func TestApplyJournalsIdentity(t *testing.T) {
+	f, p := fourGPUs()
+	h, _ := gpuHost(t, f)
+	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+		t.Fatal(err)
+	}
+	j, err := ReadJournal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Identity{Hostname: "kpro6", MachineID: "5f1c2d3e4a5b6c7d8e9f0a1b2c3d4e5f", BootID: "0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10"}
+	if j.Format != JournalFormat || j.Identity != want {
+		t.Errorf("journal format %d identity %+v, want %d %+v", j.Format, j.Identity, JournalFormat, want)
+	}
+	for _, d := range j.Devices {
+		id, class := "10de:2bb1", "0x030000"
+		if d.Device.Function == 1 {
+			id, class = "10de:22e8", "0x040300"
+		}
+		if d.ID != id || d.Class != class {
+			t.Errorf("%s recorded as %s %s, want %s %s", d.Device, d.ID, d.Class, id, class)
+		}
+	}
+}
+
+// A host that cannot say who it is gets no journal, and nothing moves.
+func TestApplyNeedsIdentity(t *testing.T) {
+	for _, missing := range []string{"proc/sys/kernel/random/boot_id", "proc/sys/kernel/hostname", "sys/bus/pci/devices/0000:e1:00.1/class"} {
+		t.Run(missing, func(t *testing.T) {
+			f, p := fourGPUs()
+			h, dir := gpuHost(t, f)
+			os.Remove(filepath.Join(dir, missing))
+			_, err := Apply(context.Background(), h, f, p, fast)
+			if err == nil || !strings.HasPrefix(err.Error(), "nothing was changed") {
+				t.Fatalf("got %v, want a refusal", err)
+			}
+			if len(f.writes) != 0 {
+				t.Errorf("wrote %v", f.writes)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "var/lib/gpusplit/journal.json")); err == nil {
+				t.Error("wrote a journal")
+			}
+		})
+	}
+	// Without /etc/machine-id (an initramfs) the journal records none.
+	f, p := fourGPUs()
+	h, dir := gpuHost(t, f)
+	os.Remove(filepath.Join(dir, "etc/machine-id"))
+	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := ReadJournal(h); err != nil || j.MachineID != "" {
+		t.Errorf("journal %+v %v", j, err)
+	}
+}
+
+// appliedHost is fourGPUs applied on a host with a disk controller beside the GPUs:
+// the state a rollback starts from.
+func appliedHost(t *testing.T) (*fakeKernel, *plan.Plan, *host.Host, string, *Journal) {
+	t.Helper()
+	f, p := fourGPUs()
+	nvme := f.add("0000:01:00.0", "nvme", 5)
+	f.loaded["nvme"] = true
+	h, dir := gpuHost(t, f)
+	deviceFiles(t, dir, nvme, "0x144d", "0xa80a", "0x010802")
+	os.MkdirAll(filepath.Join(dir, "sys/bus/pci/drivers/nvme"), 0o755)
+	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+		t.Fatal(err)
+	}
+	j, err := ReadJournal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.writes = nil
+	return f, p, h, dir, j
+}
+
+func mustAddr(s string) pci.Address {
+	a, err := pci.ParseAddress(s)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// A journal that does not describe this host as it is now is refused with every field
+// named, the journal's value and the host's, and nothing changes; --force overrides all
+// but a bad driver name and unbinding a device that is not a GPU.
+func TestRollbackRefusesUntrustedJournal(t *testing.T) {
+	nvme := mustAddr("0000:01:00.0")
+	for _, c := range []struct {
+		name   string
+		tamper func(t *testing.T, j *Journal, dir string, f *fakeKernel)
+		want   []string // in the error
+		final  bool     // refused even with --force
+	}{
+		{"another host", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			writeFiles(t, dir, map[string]string{"proc/sys/kernel/hostname": "pve2\n", "etc/machine-id": "0123456789abcdef0123456789abcdef\n"})
+		}, []string{`host name: the journal has "kpro6", the host "pve2"`, "machine id: the journal has 5f1c2d3e4a5b6c7d8e9f0a1b2c3d4e5f, the host 0123456789abcdef0123456789abcdef", "--force"}, false},
+		{"another boot", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			writeFiles(t, dir, map[string]string{"proc/sys/kernel/random/boot_id": "77e0d1c2-0000-4000-8000-000000000001\n"})
+		}, []string{"boot id: the journal has 0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10, the host 77e0d1c2-0000-4000-8000-000000000001", "rebooted", "gpusplit apply"}, false},
+		{"another card", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			deviceFiles(t, dir, mustAddr("0000:91:00.0"), "0x10de", "0x2684", "0x030000")
+		}, []string{"0000:91:00.0 vendor:device: the journal has 10de:2bb1, the host 10de:2684"}, false},
+		{"another class", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			deviceFiles(t, dir, mustAddr("0000:91:00.1"), "0x10de", "0x22e8", "0x0c0330")
+		}, []string{"0000:91:00.1 class: the journal has 0x040300, the host 0x0c0330"}, false},
+		{"a device gone", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			delete(f.devs, mustAddr("0000:f1:00.1"))
+		}, []string{"0000:f1:00.1 device: the journal has present, the host absent"}, false},
+		{"older journal", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			j.Format, j.Identity = 0, Identity{}
+			for i := range j.Devices {
+				j.Devices[i].ID, j.Devices[i].Class = "", ""
+			}
+		}, []string{"format: the journal has none", "predates the identity fields"}, false},
+		{"a disk controller bound to vfio-pci", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			f.devs[nvme].driver = plan.VFIO
+			j.Devices = append(j.Devices, Prior{Device: nvme, ID: "144d:a80a", Class: "0x010802", Driver: "nvme", IOMMUGroup: 5, GPU: mustAddr("0000:81:00.0")})
+		}, []string{"0000:01:00.0 role: the journal has moved with GPU 0000:81:00.0, the host not a GPU", "--devices"}, false},
+		{"the boot disk unbound", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			j.Devices = append(j.Devices, Prior{Device: nvme, ID: "144d:a80a", Class: "0x010802", Driver: "", IOMMUGroup: 5, GPU: mustAddr("0000:81:00.0")})
+		}, []string{"0000:01:00.0 role:", "without a driver", "--force does not override"}, true},
+		{"a driver that climbs", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			j.Devices[0].Driver = "../../x"
+		}, []string{`0000:81:00.0 driver: the journal has "../../x", the host on vfio-pci`, "'/'"}, true},
+		{"a driver with a newline", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			j.Devices[2].Driver = "nvidia\n"
+		}, []string{`0000:91:00.0 driver: the journal has "nvidia\n"`, "white space"}, true},
+		{"an override with a newline", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			j.Devices[3].Override = "vfio-pci\nnvidia"
+		}, []string{`0000:91:00.1 driver_override: the journal has "vfio-pci\nnvidia"`}, true},
+		{"a device twice", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			d := j.Devices[0]
+			d.Driver = "nouveau"
+			j.Devices = append(j.Devices, d)
+		}, []string{"0000:81:00.0 entry: the journal has two entries"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, force := range []bool{false, true} {
+				f, p, h, dir, j := appliedHost(t)
+				c.tamper(t, j, dir, f)
+				before := map[pci.Address]string{}
+				for a := range f.devs {
+					before[a] = f.state(a)
+				}
+				s := scopeOf(p)
+				s.Force = force
+				res, err := Rollback(context.Background(), h, f, j, s, nil, fast)
+				if !force || c.final {
+					var ue *UntrustedError
+					if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "nothing was changed") {
+						t.Fatalf("force %v: got %v, want a refusal", force, err)
+					}
+					for _, w := range c.want {
+						if !strings.Contains(err.Error(), w) {
+							t.Errorf("force %v: the refusal does not say %q:\n%v", force, w, err)
+						}
+					}
+					if len(f.writes) != 0 || len(res.Restored) != 0 {
+						t.Errorf("force %v: a refused rollback wrote %v", force, f.writes)
+					}
+					for a, st := range before {
+						if f.state(a) != st {
+							t.Errorf("force %v: %s went from %s to %s", force, a, st, f.state(a))
+						}
+					}
+					continue
+				}
+				// Forced: what is still there goes back; a device that is gone is reported.
+				if c.name == "a device gone" {
+					if err == nil || len(res.Unrestored) != 1 {
+						t.Errorf("forced with a device gone: %v, unrestored %v", err, res.Unrestored)
+					}
+				} else if err != nil {
+					t.Fatalf("forced: %v", err)
+				}
+				for _, m := range p.Moves {
+					if _, ok := f.devs[m.Device]; ok && f.state(m.Device) != m.From+"/" {
+						t.Errorf("forced: %s is %s, want %s", m.Device, f.state(m.Device), m.From+"/")
+					}
+				}
+				if c.name == "a disk controller bound to vfio-pci" && f.state(nvme) != "nvme/" {
+					t.Errorf("forced: the disk controller is %s, want back on nvme", f.state(nvme))
+				}
+			}
+		})
+	}
+}
+
+// The journal of the apply passes the checks: the GPUs, their functions and unbound
+// devices ("" in the journal) go back.
+func TestRollbackOfUnboundGPU(t *testing.T) {
+	f, p := fourGPUs()
+	a := p.Moves[0].Device
+	f.devs[a].driver = ""
+	p.Moves[0].From = ""
+	h, _ := gpuHost(t, f)
+	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := ReadJournal(h)
+	if _, err := Rollback(context.Background(), h, f, j, scopeOf(p), nil, fast); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state(a); got != "/" {
+		t.Errorf("%s is %s after rollback, want unbound with no override", a, got)
+	}
+}
+
+// A journal written before the identity fields still reads, and is refused until forced.
+func TestReadOldJournal(t *testing.T) {
+	h, dir := tempHost(t)
+	writeFiles(t, dir, map[string]string{"var/lib/gpusplit/journal.json": `{"time": "2025-05-01T10:00:00Z", "host": "/",
+  "devices": [{"device": "0000:81:00.0", "driver": "nvidia", "driver_override": "", "iommu_group": 72, "gpu": "0000:81:00.0", "to": "vfio-pci"}]}`})
+	j, err := ReadJournal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Format != 0 || len(j.Devices) != 1 || j.Devices[0].Driver != "nvidia" {
+		t.Fatalf("journal %+v", j)
+	}
+	f := newFake()
+	f.add("0000:81:00.0", "vfio-pci", 72)
+	_, err = CheckJournal(h, f, j, Scope{Movable: map[pci.Address]bool{mustAddr("0000:81:00.0"): true}})
+	if err == nil || !strings.Contains(err.Error(), "predates the identity fields") {
+		t.Errorf("old journal: %v", err)
+	}
+}
+
+// A write replaces the attribute's value: a regular file standing in for one is
+// truncated, not left with the tail of a longer value.
+func TestSysfsWriteTruncates(t *testing.T) {
+	h, dir := tempHost(t)
+	a := mustAddr("0000:81:00.0")
+	p := filepath.Join(dir, "sys/bus/pci/devices", a.String(), "driver_override")
+	writeFiles(t, dir, map[string]string{"sys/bus/pci/devices/0000:81:00.0/driver_override": "vfio-pci\n"})
+	if err := (Sysfs{H: h}).SetOverride(a, "nvidia"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "nvidia\n" {
+		t.Errorf("driver_override holds %q, want %q", b, "nvidia\n")
+	}
+}
+
+// Only a root whose /sys and /proc are the kernel's own can have drivers moved.
+func TestLive(t *testing.T) {
+	h, dir := tempHost(t)
+	os.MkdirAll(filepath.Join(dir, "sys/bus/pci/devices"), 0o755)
+	if _, err := Live(h); err == nil || !strings.Contains(err.Error(), "its /sys is not a sysfs mount") || !strings.Contains(err.Error(), dir) {
+		t.Errorf("a directory copy: %v", err)
+	}
+	snap, err := host.OpenArchive("snap.tar.gz", strings.NewReader(""))
+	if err == nil {
+		_, err = Live(snap)
+	}
+	if err == nil || !strings.Contains(err.Error(), "snapshot") {
+		t.Errorf("a snapshot: %v", err)
+	}
+	// This machine's own root is a live kernel: Linux mounts sysfs on /sys and procfs on
+	// /proc wherever tests run.
+	root, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Live(root); err != nil {
+		t.Errorf("/: %v", err)
 	}
 }

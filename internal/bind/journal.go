@@ -24,9 +24,12 @@ const (
 	LockPath    = "/run/gpusplit.lock"
 )
 
-// Prior is a device's state before apply changed it.
+// Prior is a device's state before apply changed it, with what the device was, so that
+// a rollback can tell the same card from another one in its slot.
 type Prior struct {
 	Device     pci.Address `json:"device"`
+	ID         string      `json:"id"`    // vendor:device, "10de:2bb1"
+	Class      string      `json:"class"` // "0x030000"
 	Driver     string      `json:"driver"`
 	Override   string      `json:"driver_override"`
 	IOMMUGroup int         `json:"iommu_group"`
@@ -34,12 +37,84 @@ type Prior struct {
 	To         string      `json:"to"` // where apply took it
 }
 
-// Journal records what the last apply changed, so that rollback can undo it. It is
+// JournalFormat is the journal's format. Journals without one (0) predate the
+// identity fields: nothing in them says which host and which boot they are of.
+const JournalFormat = 2
+
+// Journal records what the last apply changed, so that rollback can undo it, and of
+// which machine and which boot: bindings hold only until the next boot, and a journal
+// copied with a backup of /var/lib must not drive another machine's devices. It is
 // written before the first change.
 type Journal struct {
-	Time    time.Time `json:"time"`
-	Host    string    `json:"host"`
-	Devices []Prior   `json:"devices"`
+	Format int       `json:"format"`
+	Time   time.Time `json:"time"`
+	Identity
+	Devices []Prior `json:"devices"`
+}
+
+// Identity says which machine, and which boot of it, a journal is of.
+type Identity struct {
+	Hostname  string `json:"hostname"`
+	MachineID string `json:"machine_id"` // "" when the host has no /etc/machine-id
+	BootID    string `json:"boot_id"`
+}
+
+// Where a host says who it is. The host name is the kernel's, which is what this boot
+// runs under; the machine id survives renames and reinstalls of the same system; the
+// boot id changes at every boot.
+const (
+	hostnamePath  = "/proc/sys/kernel/hostname"
+	machineIDPath = "/etc/machine-id"
+	bootIDPath    = "/proc/sys/kernel/random/boot_id"
+)
+
+// ReadIdentity reads the host's name, machine id and boot id. A host without
+// /etc/machine-id (an initramfs, a minimal container) has the id "".
+func ReadIdentity(h *host.Host) (Identity, error) {
+	var id Identity
+	var err error
+	if id.Hostname, err = h.ReadString(hostnamePath); err != nil {
+		return id, fmt.Errorf("reading the host name: %w", err)
+	}
+	if id.BootID, err = h.ReadString(bootIDPath); err != nil {
+		return id, fmt.Errorf("reading the boot id: %w", err)
+	}
+	if id.MachineID, err = h.ReadString(machineIDPath); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return id, fmt.Errorf("reading the machine id: %w", err)
+		}
+		id.MachineID = ""
+	}
+	return id, nil
+}
+
+// deviceIDs reads a device's vendor:device and class from sysfs, as the journal
+// records them.
+func deviceIDs(h *host.Host, a pci.Address) (id, class string, err error) {
+	read := func(attr string, bits int) (uint64, error) {
+		s, err := h.ReadString(devAttr(a, attr))
+		if err != nil {
+			return 0, err
+		}
+		v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, bits)
+		if err != nil {
+			return 0, fmt.Errorf("%s of %s is %q, not a hexadecimal number", attr, a, s)
+		}
+		return v, nil
+	}
+	vendor, err := read("vendor", 16)
+	if err != nil {
+		return "", "", err
+	}
+	device, err := read("device", 16)
+	if err != nil {
+		return "", "", err
+	}
+	c, err := read("class", 24)
+	if err != nil {
+		return "", "", err
+	}
+	return fmt.Sprintf("%04x:%04x", vendor, device), fmt.Sprintf("0x%06x", c), nil
 }
 
 // WriteJournal replaces the journal atomically: a temporary file, then a rename.

@@ -106,13 +106,16 @@ func (s Sysfs) Load(driver string) error {
 	return nil
 }
 
-// write writes one value to a sysfs attribute in a single write, as sysfs expects.
+// write writes one value to a sysfs attribute in a single write, as sysfs expects: a
+// store callback sees each write on its own. O_TRUNC means nothing to sysfs, but a
+// regular file standing in for an attribute would otherwise keep the tail of a longer
+// value ("vfio-pci" overwritten by "nvidia" reads "nvidia\ni").
 func (s Sysfs) write(p, value string) error {
 	osPath, err := s.H.OSPath(p)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(osPath, os.O_WRONLY, 0)
+	f, err := os.OpenFile(osPath, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return explainWrite(p, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
@@ -109,22 +110,32 @@ without a terminal.`,
 				return err
 			}
 			h, inv, p := pl.h, pl.inv, pl.plan
+			k, kerr := openKernel(h)
+			if c.dryRun && kerr != nil && !p.Empty() {
+				// The plan is worth seeing on a copy; the note says the host itself is needed.
+				fmt.Fprintf(g.stderr, "note: without --dry-run this is refused: %v\n", kerr)
+			}
 			if c.dryRun || p.Empty() {
 				if g.json() {
-					return g.writeJSON(planJSON(inv.Root, p))
-				}
-				if err := writePlan(g.stdout, inv.Root, p); err != nil {
-					return err
+					if err := g.writeJSON(planJSON(inv.Root, p)); err != nil {
+						return err
+					}
+				} else {
+					if err := writePlan(g.stdout, inv.Root, p); err != nil {
+						return err
+					}
+					if c.dryRun && !p.Empty() {
+						fmt.Fprintln(g.stdout, "\ndry run: nothing was changed.")
+					}
 				}
 				if c.dryRun && !p.Empty() {
-					fmt.Fprintln(g.stdout, "\ndry run: nothing was changed.")
+					return proxmoxPreflight(g, pl)
 				}
 				return nil
 			}
-			if !h.Writable() {
-				return fmt.Errorf("cannot apply to %s: %w", h.Root(), errSnapshot)
+			if kerr != nil {
+				return fmt.Errorf("nothing was changed: %w", kerr)
 			}
-			k := bind.Sysfs{H: h}
 			if err := bind.Check(k, p); err != nil {
 				return explainHeld(err)
 			}
@@ -133,6 +144,9 @@ without a terminal.`,
 					return err
 				}
 				fmt.Fprintln(g.stdout)
+			}
+			if err := proxmoxPreflight(g, pl); err != nil {
+				return err
 			}
 			if err := c.confirm(g, fmt.Sprintf("Move %d devices?", len(p.Moves))); err != nil {
 				return err
@@ -159,19 +173,19 @@ without a terminal.`,
 					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
 				}
 				if !g.json() {
-					if err := syncProxmox(g, after, pve.SyncOptions{}, true); err != nil {
-						return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
+					if err := syncProxmox(g, after, pve.SyncOptions{}, syncMode{apply: true}); err != nil {
+						return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w; gpusplit rollback puts the GPUs back, gpusplit pve sync --apply retries the sync", err)
 					}
 					return nil
 				}
-				doc, _, _, serr := runSync(after, pve.SyncOptions{}, true)
+				doc, serr := runSync(after, pve.SyncOptions{}, syncMode{apply: true})
 				result := resultJSON(res, nil)
 				result.Proxmox = doc
 				if jerr := g.writeJSON(result); jerr != nil {
 					return jerr
 				}
 				if serr != nil {
-					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", serr)
+					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w; gpusplit rollback puts the GPUs back, gpusplit pve sync --apply retries the sync", serr)
 				}
 			}
 			return nil
@@ -181,6 +195,12 @@ without a terminal.`,
 	c.register(cmd)
 	return cmd
 }
+
+// openKernel is the kernel apply and rollback change: the running one behind h, or an
+// error saying why h is not one (a snapshot, a directory copy). Tests of this package
+// replace it with a fake kernel over a fixture tree; nothing on the command line can
+// turn the check off.
+var openKernel = func(h *host.Host) (bind.Kernel, error) { return bind.Live(h) }
 
 var errSnapshot = errors.New("it is a snapshot, which cannot be changed; run on the host itself")
 

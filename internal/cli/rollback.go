@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/spf13/cobra"
 
@@ -13,15 +14,28 @@ import (
 
 func newRollback(g *globals) *cobra.Command {
 	var c changeFlags
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "rollback",
 		Short: "Put the devices of the last apply back on the drivers they had",
 		Long: `Put every device the last apply moved back on the driver, and driver_override, it
-had before, from the journal in ` + bind.JournalPath + `. Like apply, it refuses while a
-device it would move is held open, asks before changing anything on a terminal (--yes
-skips the question), and --dry-run shows what it would do.`,
-		Example: `  sudo gpusplit rollback
-  sudo gpusplit rollback --yes`,
+had before, from the journal in ` + bind.JournalPath + `. Like apply, it runs only on the
+host itself, refuses while a device it would move is held open, asks before changing
+anything on a terminal (--yes skips the question), and --dry-run shows what it would do.
+
+The journal says which host and which boot it is of, and which card each device was.
+Before the first change rollback refuses, naming each field with the journal's value
+and the host's: a journal of another host (host name or machine id), of an earlier boot
+(after a reboot the drivers are what the boot made of them: gpusplit status and
+gpusplit apply are the way), a device whose vendor:device or class changed (another card
+in that slot) or that is gone, a journal older than these fields, and a device that is
+neither a GPU (as --devices selects them, so give the --devices of the apply) nor a
+function or IOMMU group member of one. --force overrides these. Nothing overrides a
+driver name that is not a driver of this host, nor makes rollback leave a device that
+is not a GPU without a driver.`,
+		Example: `  sudo gpusplit rollback --dry-run
+  sudo gpusplit rollback --yes
+  sudo gpusplit --devices 8086:10d3 rollback`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.host()
@@ -40,7 +54,23 @@ skips the question), and --dry-run shows what it would do.`,
 			if err != nil {
 				return err
 			}
-			k := bind.Sysfs{H: h}
+			k, kerr := openKernel(h)
+			if kerr != nil {
+				if !c.dryRun {
+					return fmt.Errorf("nothing was changed: %w", kerr)
+				}
+				// A dry run only reads, which a copy allows; it says what a real run would meet.
+				fmt.Fprintf(g.stderr, "note: without --dry-run this is refused: %v\n", kerr)
+				k = bind.Sysfs{H: h}
+			}
+			scope := bind.Scope{Movable: movable(inv), Force: force}
+			forced, cerr := bind.CheckJournal(h, k, j, scope)
+			for _, p := range forced {
+				fmt.Fprintf(g.stderr, "warning: --force: %s\n", p)
+			}
+			if cerr != nil && !c.dryRun {
+				return cerr
+			}
 			var todo []bind.Prior
 			for _, d := range j.Devices {
 				drv, _ := k.Driver(d.Device)
@@ -49,21 +79,30 @@ skips the question), and --dry-run shows what it would do.`,
 					todo = append(todo, d)
 				}
 			}
+			when := j.Time.Local().Format("2006-01-02 15:04")
 			if len(todo) == 0 {
-				fmt.Fprintf(g.stdout, "%s: nothing to roll back, the %d devices of the apply of %s are on their prior drivers.\n", h.Root(), len(j.Devices), j.Time.Local().Format("2006-01-02 15:04"))
+				if cerr != nil {
+					return cerr
+				}
+				fmt.Fprintf(g.stdout, "%s: nothing to roll back, the %d devices of the apply of %s are on their prior drivers.\n", h.Root(), len(j.Devices), when)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "%s: the apply of %s moved %d devices; %d are not back yet:\n", h.Root(), j.Time.Local().Format("2006-01-02 15:04"), len(j.Devices), len(todo))
+			fmt.Fprintf(g.stdout, "%s: the apply of %s moved %d devices; %d are not back yet (now → before the apply):\n", h.Root(), when, len(j.Devices), len(todo))
 			for _, d := range todo {
-				drv, _ := k.Driver(d.Device)
-				fmt.Fprintf(g.stdout, "  %s  %s → %s\n", d.Device, orNone(drv), orNone(d.Driver))
+				drv, derr := k.Driver(d.Device)
+				ov, oerr := k.Override(d.Device)
+				now := binding(drv, ov)
+				if derr != nil || oerr != nil {
+					now = "unreadable"
+				}
+				fmt.Fprintf(g.stdout, "  %s  %s → %s\n", d.Device, now, binding(d.Driver, d.Override))
+			}
+			if cerr != nil {
+				return cerr
 			}
 			if c.dryRun {
 				fmt.Fprintln(g.stdout, "\ndry run: nothing was changed.")
 				return nil
-			}
-			if !h.Writable() {
-				return fmt.Errorf("cannot roll back %s: %w", h.Root(), errSnapshot)
 			}
 			held := heldDevices(inv, todo)
 			if len(held) > 0 {
@@ -74,7 +113,9 @@ skips the question), and --dry-run shows what it would do.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			res, err := bind.Rollback(ctx, h, k, &bind.Journal{Time: j.Time, Host: j.Host, Devices: todo}, nil, c.options(g))
+			part := *j
+			part.Devices = todo
+			res, err := bind.Rollback(ctx, h, k, &part, scope, nil, c.options(g))
 			if err != nil {
 				return explainFailure(err, res)
 			}
@@ -83,7 +124,54 @@ skips the question), and --dry-run shows what it would do.`,
 		},
 	}
 	c.register(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "roll back a journal of another host or boot, or with devices that changed or are not GPUs (never a bad driver name, never leaving a non-GPU without a driver)")
 	return cmd
+}
+
+// movable are the devices apply moves, as the host shows them now: the GPUs, their
+// companion functions, and the endpoints of the IOMMU groups of both (bridges never move).
+func movable(inv *inventory.Inventory) map[pci.Address]bool {
+	out := map[pci.Address]bool{}
+	addGroup := func(d *pci.Device) {
+		out[d.Address] = true
+		if d.IOMMUGroup < 0 {
+			return
+		}
+		for _, m := range inv.Tree.Group(d.IOMMUGroup) {
+			if !m.IsBridge() {
+				out[m.Address] = true
+			}
+		}
+	}
+	for _, gp := range inv.GPUs {
+		addGroup(gp.Device)
+		for _, f := range gp.Functions {
+			addGroup(f)
+		}
+	}
+	return out
+}
+
+// plainName is what a driver name looks like; anything else is quoted, so that a
+// newline or an escape in a journal or a damaged driver_override shows as what it is.
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// binding says how a device is bound: its driver and its driver_override.
+func binding(driver, override string) string {
+	q := func(s string) string {
+		if plainName.MatchString(s) {
+			return s
+		}
+		return fmt.Sprintf("%q", s)
+	}
+	s := "no driver"
+	if driver != "" {
+		s = q(driver)
+	}
+	if override != "" {
+		s += " (driver_override " + q(override) + ")"
+	}
+	return s
 }
 
 // heldDevices are the devices to move that a process holds open.

@@ -1,0 +1,199 @@
+package bind
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/drivers"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+)
+
+// Scope is what a rollback may touch, and whether the administrator overrides the
+// refusals that can be overridden.
+type Scope struct {
+	// Movable are the devices apply moves, as the host shows them now: the GPUs (as
+	// --devices selects them), their companion functions and the other endpoints of
+	// their IOMMU groups.
+	Movable map[pci.Address]bool
+	// Force rolls back a journal of another host or boot, or with devices whose ids
+	// changed or that are not movable. It never accepts a bad driver name, nor leaves a
+	// device that is not movable without a driver.
+	Force bool
+}
+
+// Problem is one reason not to trust a journal: a field whose value in the journal is
+// not the host's.
+type Problem struct {
+	Device  string // the device's address, "" for the journal as a whole
+	Field   string
+	Journal string
+	Host    string
+	Why     string // what it means, and what to do
+	Final   bool   // --force does not override it
+}
+
+func (p Problem) String() string {
+	subject := p.Field
+	if p.Device != "" {
+		subject = p.Device + " " + p.Field
+	}
+	return fmt.Sprintf("%s: the journal has %s, the host %s: %s", subject, p.Journal, p.Host, p.Why)
+}
+
+// UntrustedError refuses a rollback whose journal does not describe this host as it is
+// now.
+type UntrustedError struct {
+	Problems []Problem
+	Force    bool // whether --force was given
+}
+
+func (e *UntrustedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nothing was changed: the journal %s does not fit this host:", JournalPath)
+	forcible, final := false, false
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+		if p.Final {
+			final = true
+		} else {
+			forcible = true
+		}
+	}
+	if forcible && !e.Force {
+		b.WriteString("\nif you are sure the journal is of this host as it is now, run again with --force")
+	}
+	if final {
+		b.WriteString("\n--force does not override a bad driver name, nor leave a device that is not a GPU without a driver")
+	}
+	return b.String()
+}
+
+// CheckJournal compares the journal with the host and refuses it with every problem
+// found, changing nothing. With s.Force the problems it can override are returned as
+// forced, and only the others refuse.
+func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem, err error) {
+	var all []Problem
+	add := func(p Problem) { all = append(all, p) }
+	switch {
+	case j.Format < JournalFormat:
+		add(Problem{Field: "format", Journal: "none", Host: fmt.Sprint(JournalFormat),
+			Why: "the journal was written by an older gpusplit and predates the identity fields (host name, machine id, boot id, device ids), " +
+				"so nothing in it says it is of this host and this boot; if the host has not rebooted since that apply, --force rolls back anyway, " +
+				"otherwise gpusplit status shows the drivers against the desired split and gpusplit apply reaches it"})
+	case j.Format > JournalFormat:
+		add(Problem{Field: "format", Journal: fmt.Sprint(j.Format), Host: fmt.Sprint(JournalFormat), Final: true,
+			Why: "a newer gpusplit wrote the journal; roll back with that version"})
+	default:
+		checkIdentity(h, j, add)
+	}
+
+	seen := map[pci.Address]bool{}
+	for _, d := range j.Devices {
+		a := d.Device.String()
+		if seen[d.Device] {
+			add(Problem{Device: a, Field: "entry", Journal: "two entries", Host: "one device", Final: true,
+				Why: "apply records each device once, so the journal is damaged; restore the drivers by hand or with gpusplit apply"})
+			continue
+		}
+		seen[d.Device] = true
+		present := k.Present(d.Device)
+		cur := "absent"
+		if present {
+			drv, err := k.Driver(d.Device)
+			cur = "on " + driverName(drv)
+			if err != nil {
+				cur = "unreadable (" + err.Error() + ")"
+			}
+		}
+		if d.Driver != "" {
+			if err := drivers.Check(h, d.Driver); err != nil {
+				add(Problem{Device: a, Field: "driver", Journal: fmt.Sprintf("%q", d.Driver), Host: cur, Final: true,
+					Why: err.Error() + "; apply records drivers it read from sysfs, so the journal is damaged or forged"})
+			}
+		}
+		if d.Override != "" && d.Override != plan.None {
+			if err := drivers.Check(h, d.Override); err != nil {
+				add(Problem{Device: a, Field: "driver_override", Journal: fmt.Sprintf("%q", d.Override), Host: cur, Final: true,
+					Why: err.Error() + "; apply records the override it read from sysfs, so the journal is damaged or forged"})
+			}
+		}
+		if !present {
+			add(Problem{Device: a, Field: "device", Journal: "present", Host: "absent",
+				Why: "the device is gone (removed, or its slot emptied): there is nothing to put back; --force rolls back the others"})
+			continue
+		}
+		if j.Format >= JournalFormat {
+			id, class, err := deviceIDs(h, d.Device)
+			switch {
+			case err != nil:
+				add(Problem{Device: a, Field: "vendor:device", Journal: d.ID, Host: "unreadable (" + err.Error() + ")",
+					Why: "without its ids there is no telling whether it is the card the journal recorded"})
+			default:
+				if id != d.ID {
+					add(Problem{Device: a, Field: "vendor:device", Journal: d.ID, Host: id,
+						Why: "another card sits at that address now, and the driver recorded was the other card's"})
+				}
+				if class != d.Class {
+					add(Problem{Device: a, Field: "class", Journal: d.Class, Host: class,
+						Why: "another kind of device sits at that address now, and the driver recorded was the other device's"})
+				}
+			}
+		}
+		if !s.Movable[d.Device] {
+			p := Problem{Device: a, Field: "role", Journal: "moved with GPU " + d.GPU.String(), Host: "not a GPU, a GPU's function or an endpoint of a GPU's IOMMU group",
+				Why: "apply moves only those, so the entry is damaged or foreign, and rolling it back could take a disk controller or a NIC from the host; " +
+					"if the apply ran with --devices, run rollback with the same --devices"}
+			if d.Driver == "" && strings.HasPrefix(cur, "on ") && cur != "on none" {
+				p.Final = true
+				p.Why += "; the journal would leave it without a driver, which a rollback never does to such a device: " +
+					"if that is what you want, unbind it by hand (echo " + a + " > /sys/bus/pci/devices/" + a + "/driver/unbind)"
+			}
+			add(p)
+		}
+	}
+	var refuse []Problem
+	for _, p := range all {
+		if s.Force && !p.Final {
+			forced = append(forced, p)
+		} else {
+			refuse = append(refuse, p)
+		}
+	}
+	if len(refuse) > 0 {
+		return forced, &UntrustedError{Problems: refuse, Force: s.Force}
+	}
+	return forced, nil
+}
+
+// checkIdentity compares the journal's host name, machine id and boot id with the host's.
+func checkIdentity(h *host.Host, j *Journal, add func(Problem)) {
+	id, err := ReadIdentity(h)
+	if err != nil {
+		add(Problem{Field: "identity", Journal: fmt.Sprintf("host %q, boot %s", j.Hostname, j.BootID), Host: "unreadable (" + err.Error() + ")",
+			Why: "without the host's name and boot id there is no telling whether the journal is of this host and this boot"})
+		return
+	}
+	if id.Hostname != j.Hostname {
+		add(Problem{Field: "host name", Journal: fmt.Sprintf("%q", j.Hostname), Host: fmt.Sprintf("%q", id.Hostname),
+			Why: "the journal was written on another host (copied with a backup of /var/lib, or a cloned disk) and describes that host's devices; " +
+				"if this host was only renamed since, --force rolls back"})
+	}
+	if id.MachineID != j.MachineID {
+		add(Problem{Field: "machine id", Journal: orNone(j.MachineID), Host: orNone(id.MachineID),
+			Why: "the journal was written by another system installation and describes its devices"})
+	}
+	if id.BootID != j.BootID {
+		add(Problem{Field: "boot id", Journal: orNone(j.BootID), Host: orNone(id.BootID),
+			Why: "the host has rebooted since that apply: the drivers are what this boot made of them, and putting back those of an earlier boot is not a rollback; " +
+				"gpusplit status shows them against the desired split, and gpusplit apply reaches it"})
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
