@@ -96,10 +96,10 @@ func (k *simKernel) Probe(a pci.Address) error {
 	}
 	return nil
 }
-func (k *simKernel) Loaded(string) bool                { return true }
+func (k *simKernel) Loaded(string) bool               { return true }
 func (k *simKernel) Loadable(d string) (string, bool) { return d, true }
-func (k *simKernel) Load(string) error                 { return nil }
-func (k *simKernel) VFIOReady(int) bool                { return true }
+func (k *simKernel) Load(string) error                { return nil }
+func (k *simKernel) VFIOReady(int) bool               { return true }
 
 func (k *simKernel) state(a string) string {
 	k.mu.Lock()
