@@ -154,4 +154,22 @@ func TestPVESyncTransaction(t *testing.T) {
 			t.Errorf("second run: %v\n%s", err, out)
 		}
 	})
+
+	t.Run("vm-layout of a locked VM", func(t *testing.T) {
+		defer reset()
+		edit(t, root, vm131, func(s string) string { return "lock: snapshot\n" + s })
+		before := pveFiles(t, root)
+		layout := func(args ...string) (string, string, error) {
+			return run(t, append([]string{"--root", root, "pve", "vm-layout", "--vm", "131"}, args...)...)
+		}
+		out, _, err := layout()
+		if err == nil || !strings.Contains(out, "--apply would stop:\n  /etc/pve/qemu-server/131.conf: has lock: snapshot") {
+			t.Errorf("dry run: %v\n%s", err, out)
+		}
+		out, _, err = layout("--apply", "-o", "json")
+		if err == nil || !strings.Contains(err.Error(), "nothing was written") || !strings.Contains(out, `"outcome": "untouched"`) || !strings.Contains(out, `"applied": false`) {
+			t.Errorf("--apply: %v\n%s", err, out)
+		}
+		samePVEFiles(t, root, before)
+	})
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,34 +71,54 @@ docs/vm-topology.md has the details.`,
 				notes = append(notes, fmt.Sprintf("VM %d is running: the layout takes effect when it is stopped and started again", vmid))
 			}
 			doc := struct {
-				VMID    int              `json:"vmid"`
-				Path    string           `json:"path"`
-				Diff    string           `json:"diff"`
-				Layout  *vmlayout.Layout `json:"layout"`
-				Notes   []string         `json:"notes"`
-				Applied bool             `json:"applied"`
-			}{vmid, path, pve.Diff(path, old, guest.String()), l, notes, apply}
+				VMID     int              `json:"vmid"`
+				Path     string           `json:"path"`
+				Diff     string           `json:"diff"`
+				Layout   *vmlayout.Layout `json:"layout"`
+				Notes    []string         `json:"notes"`
+				Applied  bool             `json:"applied"`
+				Problems []string         `json:"problems"`
+				Files    []pve.FileResult `json:"files"`
+			}{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes, Problems: []string{}, Files: []pve.FileResult{}}
+			w := &pve.Writer{H: h}
+			edits := []pve.Edit{{Path: path, Old: old, New: guest.String()}}
+			var werr error
 			if apply {
-				if !h.Writable() {
-					return fmt.Errorf("cannot write to %s: %w", h.Root(), errSnapshot)
+				doc.Files, werr = w.Commit(edits)
+				var tx *pve.TxError
+				if errors.As(werr, &tx) {
+					for _, p := range tx.Problems {
+						doc.Problems = append(doc.Problems, p.String())
+					}
 				}
-				if err := (&pve.Writer{H: h}).Write(path, old, guest.String()); err != nil {
-					return err
+				doc.Applied = werr == nil
+			} else {
+				for _, p := range w.Check(edits) {
+					doc.Problems = append(doc.Problems, p.String())
+				}
+				if len(doc.Problems) > 0 {
+					werr = errSyncStops
 				}
 			}
 			if g.json() {
-				return g.writeJSON(doc)
+				if err := g.writeJSON(doc); err != nil {
+					return err
+				}
+				return werr
 			}
 			fmt.Fprint(g.stdout, doc.Diff)
 			for _, n := range notes {
 				fmt.Fprintf(g.stdout, "# %s\n", n)
 			}
-			if apply {
-				fmt.Fprintf(g.stdout, "wrote %s; the previous version is in %s.\n", path, pve.BackupDir)
-			} else {
+			switch {
+			case apply && doc.Applied:
+				fmt.Fprintf(g.stdout, "wrote %s; the previous version is in %s.\n", path, rootedPath(h, pve.BackupDir))
+			case !apply && len(doc.Problems) > 0:
+				fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop:\n  %s\n", strings.Join(doc.Problems, "\n  "))
+			case !apply:
 				fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes this change.")
 			}
-			return nil
+			return werr
 		},
 	}
 	f := cmd.Flags()
