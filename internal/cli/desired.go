@@ -116,34 +116,45 @@ const pveNodes = "/etc/pve/nodes"
 
 func (n hostNames) Driver(name string) error { return drivers.Check(n.h, name) }
 
-func (n hostNames) Container(id int) error { return n.guest(pve.LXC, "container", "VM", pve.QEMU, id) }
+// guestKind is what a guest id of split.toml names: where its config lives, and the
+// key that lists it.
+type guestKind struct{ dir, noun, key string }
 
-func (n hostNames) VM(id int) error { return n.guest(pve.QEMU, "VM", "container", pve.LXC, id) }
+var (
+	containerKind = guestKind{pve.LXC, "container", "containers"}
+	vmKind        = guestKind{pve.QEMU, "VM", "vms"}
+)
+
+func (n hostNames) Container(id int) error { return n.guest(containerKind, vmKind, id) }
+
+func (n hostNames) VM(id int) error { return n.guest(vmKind, containerKind, id) }
 
 // guest finds the config of guest id of this node, and when it is missing says where
-// the id is instead: on another node, or the other kind of guest.
-func (n hostNames) guest(kind, noun, otherNoun, otherKind string, id int) error {
+// the id is instead: the other kind of guest, or a guest of another node.
+func (n hostNames) guest(kind, other guestKind, id int) error {
 	if !n.proxmox {
 		return nil
 	}
 	if n.nodeErr != nil {
 		return n.nodeErr
 	}
-	conf := func(node, kind string) string { return fmt.Sprintf("%s/%s/%s/%d.conf", pveNodes, node, kind, id) }
+	conf := func(node string, k guestKind) string {
+		return fmt.Sprintf("%s/%s/%s/%d.conf", pveNodes, node, k.dir, id)
+	}
 	p := conf(n.node, kind)
 	if n.h.Exists(p) {
 		return nil
 	}
-	if n.h.Exists(conf(n.node, otherKind)) {
-		return fmt.Errorf("%d is a %s of node %s, not a %s: list it under %s", id, otherNoun, n.node, noun, map[string]string{pve.QEMU: "vms", pve.LXC: "containers"}[otherKind])
+	if n.h.Exists(conf(n.node, other)) {
+		return fmt.Errorf("%d is a %s of node %s, not a %s: list it under %s", id, other.noun, n.node, kind.noun, other.key)
 	}
 	nodes, _ := n.h.ReadDir(pveNodes)
-	for _, other := range nodes {
-		if other != n.node && (n.h.Exists(conf(other, kind)) || n.h.Exists(conf(other, otherKind))) {
-			return fmt.Errorf("guest %d is on node %s, not on this node %s: gpusplit changes only this node's guests; migrate it here first, or remove it from the file", id, other, n.node)
+	for _, node := range nodes {
+		if node != n.node && (n.h.Exists(conf(node, kind)) || n.h.Exists(conf(node, other))) {
+			return fmt.Errorf("guest %d is on node %s, not on this node %s: gpusplit changes only this node's guests; migrate it here first, or remove it from the file", id, node, n.node)
 		}
 	}
-	return fmt.Errorf("no %s %d on this node %s (no %s): correct the id, or create the %s first", noun, id, n.node, p, noun)
+	return fmt.Errorf("no %s %d on this node %s (no %s): correct the id, or create the %s first", kind.noun, id, n.node, p, kind.noun)
 }
 
 // planned is a desired state planned on a host.
