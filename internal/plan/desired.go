@@ -169,6 +169,9 @@ func (f *File) Check(inv *inventory.Inventory, names Names) error {
 	var errs []error
 	for i, g := range f.Groups {
 		for j, s := range g.Select {
+			if len(gpus) == 0 {
+				break // Make says there is nothing to split, better than each selector could
+			}
 			sels, err := pci.ParseSelectors(s)
 			if err == nil {
 				_, err = pci.Choose(gpus, gpus, sels, "GPU", "GPU")

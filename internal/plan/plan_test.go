@@ -418,3 +418,20 @@ driver = "none"
 		t.Errorf("Check of names that exist: %v", err)
 	}
 }
+
+// On a host without GPUs the selectors are left to Make, which says there is nothing
+// to split, rather than each saying it matches none of zero GPUs.
+func TestCheckNoGPUs(t *testing.T) {
+	f, err := ParseFile("split.toml", []byte("[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := &inventory.Inventory{Root: "x", Tree: &pci.Tree{}}
+	if err := f.Check(inv, names{}); err != nil {
+		t.Errorf("Check without GPUs: %v", err)
+	}
+	d, _ := f.Desired()
+	if _, err := Make(inv, d); err == nil || !strings.Contains(err.Error(), "no GPUs on x") {
+		t.Errorf("Make without GPUs: %v", err)
+	}
+}
