@@ -99,10 +99,11 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 		}
 		seen[d.Device] = true
 		present := k.Present(d.Device)
-		cur := "absent"
+		// bound: it may have a driver now; when that cannot be read, it is taken to.
+		bound, cur := false, "absent"
 		if present {
 			drv, err := k.Driver(d.Device)
-			cur = "on " + driverName(drv)
+			bound, cur = drv != "" || err != nil, "on "+driverName(drv)
 			if err != nil {
 				cur = "unreadable (" + err.Error() + ")"
 			}
@@ -145,7 +146,7 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 			p := Problem{Device: a, Field: "role", Journal: "moved with GPU " + d.GPU.String(), Host: "not a GPU, a GPU's function or an endpoint of a GPU's IOMMU group",
 				Why: "apply moves only those, so the entry is damaged or foreign, and rolling it back could take a disk controller or a NIC from the host; " +
 					"if the apply ran with --devices, run rollback with the same --devices"}
-			if d.Driver == "" && strings.HasPrefix(cur, "on ") && cur != "on none" {
+			if d.Driver == "" && bound {
 				p.Final = true
 				p.Why += "; the journal would leave it without a driver, which a rollback never does to such a device: " +
 					"if that is what you want, unbind it by hand (echo " + a + " > /sys/bus/pci/devices/" + a + "/driver/unbind)"
