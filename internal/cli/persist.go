@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,7 +31,21 @@ func newPersist(g *globals) *cobra.Command {
       it matches the moment it loads, and load vfio-pci first;
   ` + persist.Unit + `  runs "gpusplit apply" with the desired state early in
       boot, before Proxmox starts guests (pve-guests.service) and before
-      nvidia-persistenced, and fails loudly when the host is not in that state.
+      nvidia-persistenced, and fails loudly when the host is not in that state;
+      with sync_proxmox = true it also waits for pve-cluster.service, which mounts
+      /etc/pve.
+
+The unit runs the installed gpusplit, ` + persist.DefaultBinary + ` (a packaged build
+names its own), or --binary PATH; never the file that happened to run install. Since
+it runs as root at every boot, install refuses (nothing written; --dry-run says why) a
+binary that is missing, not a regular executable file, not owned by root, writable by
+group or others, or reached through a directory or link that is not root's or that
+group or others can write (sticky directories such as /tmp excepted). These rules have
+no override: install -o root -g root -m 0755 gpusplit ` + persist.DefaultBinary + `
+satisfies them. A binary under /tmp, /var/tmp, /dev/shm, /run, /home or /root, or a
+link leading there, is refused too, unless --binary names that path itself: then it is
+allowed with a warning. "persist show" says which binary the unit runs and what the
+check found. Under --root, the binary is looked for in that root.
 
 The desired state is ` + plan.DefaultConfig + ` (or --config); with --vfio, install also
 writes that file. If nvidia or vfio-pci is in the initramfs (listed in
@@ -49,18 +64,29 @@ type persistFlags struct {
 
 func (f *persistFlags) register(cmd *cobra.Command) {
 	f.desiredFlags.register(cmd)
-	cmd.Flags().StringVar(&f.binary, "binary", "", "the gpusplit the boot unit runs (default: this executable on the live host, /usr/local/bin/gpusplit otherwise)")
+	cmd.Flags().StringVar(&f.binary, "binary", "", "the gpusplit the boot unit runs, as the host sees it (default "+persist.DefaultBinary+"): root's, writable by root alone, in directories only root can change")
 }
 
-// files computes the boot-time files for the desired state.
-func (f *persistFlags) files(g *globals, h *host.Host) ([]persist.File, string, error) {
+// bootFiles are the boot-time files for a desired state and the binary their unit runs.
+type bootFiles struct {
+	files  []persist.File
+	config string
+	binary persist.Binary
+	// checked says the binary was looked at: a snapshot holds no binaries.
+	checked bool
+	// refused is why install would not let the unit run the binary.
+	refused error
+}
+
+// files computes the boot-time files for the desired state, and checks the binary.
+func (f *persistFlags) files(g *globals, h *host.Host) (*bootFiles, error) {
 	desired, inv, err := f.load(g, h)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	p, err := plan.Make(inv, desired)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	ids := map[pci.Address][2]uint16{}
 	for _, d := range inv.Tree.Devices {
@@ -68,40 +94,100 @@ func (f *persistFlags) files(g *globals, h *host.Host) ([]persist.File, string, 
 	}
 	pins := persist.Pins(p, ids)
 	if len(pins) == 0 {
-		return nil, "", fmt.Errorf("the desired state pins no device to a driver: nothing to persist")
+		return nil, fmt.Errorf("the desired state pins no device to a driver: nothing to persist")
 	}
-	config := plan.DefaultConfig
+	bf := &bootFiles{config: plan.DefaultConfig}
 	if f.config != "" {
 		// The unit names the file by its absolute path.
-		if config, err = filepath.Abs(f.config); err != nil {
-			return nil, "", err
+		if bf.config, err = filepath.Abs(f.config); err != nil {
+			return nil, err
 		}
 	}
-	binary := f.binary
-	if binary == "" {
-		binary = "/usr/local/bin/gpusplit"
-		if exe, err := os.Executable(); err == nil && h.Root() == "/" && !g.demo {
-			binary = exe
-		}
+	// The unit runs the installed gpusplit, never this executable by default: a copy in
+	// a download or build directory is gone, or someone else's, by the next boot.
+	named := f.binary != ""
+	path := f.binary
+	if !named {
+		path = persist.DefaultBinary
 	}
-	files, err := persist.Files(pins, persist.Options{Binary: binary, Config: config})
-	return files, config, err
+	bf.binary, err = persist.CheckBinary(h, path, named)
+	switch {
+	case errors.Is(err, host.ErrReadOnly):
+	case err != nil:
+		bf.checked = true
+		if exe, e := os.Executable(); e == nil && !named && h.Root() == "/" && exe != path {
+			err = fmt.Errorf("%w (this gpusplit runs from %s; the unit does not run it from there)", err, exe)
+		}
+		bf.refused = err
+	default:
+		bf.checked = true
+	}
+	bf.files, err = persist.Files(pins, persist.Options{Binary: path, Config: bf.config, SyncProxmox: desired.SyncProxmox})
+	if err != nil {
+		return nil, err
+	}
+	return bf, nil
+}
+
+// describeBinary says which binary the unit runs and what the check found.
+func (bf *bootFiles) describeBinary() string {
+	b := bf.binary
+	name := b.Path
+	if b.Resolved != b.Path {
+		name += " (-> " + b.Resolved + ")"
+	}
+	var s string
+	switch {
+	case !bf.checked:
+		s = fmt.Sprintf("The unit runs %s (not checked: a snapshot holds no binaries).\n", name)
+	case bf.refused != nil:
+		s = fmt.Sprintf("The unit would run %s, which install refuses: %v\n", name, bf.refused)
+	default:
+		s = fmt.Sprintf("The unit runs %s: root's, and only root can change it.\n", name)
+	}
+	for _, n := range b.Notes {
+		s += "note: " + n + "\n"
+	}
+	return s
+}
+
+// persistShowJSON is persist show -o json.
+type persistShowJSON struct {
+	Binary persistBinaryJSON `json:"binary"`
+	Files  []persistFileJSON `json:"files"`
+}
+
+type persistBinaryJSON struct {
+	Path     string   `json:"path"`
+	Resolved string   `json:"resolved"`
+	Checked  bool     `json:"checked"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+	Notes    []string `json:"notes"`
+}
+
+type persistFileJSON struct {
+	Path    string `json:"path"`
+	Mode    string `json:"mode"`
+	State   string `json:"state"` // installed, different, absent
+	Content string `json:"content"`
 }
 
 func newPersistShow(g *globals) *cobra.Command {
 	var f persistFlags
 	cmd := &cobra.Command{
 		Use:   "show",
-		Short: "Print the boot-time files install would write, and whether they are installed",
+		Short: "Print the boot-time files install would write, whether they are installed, and the binary the unit runs",
 		Example: `  gpusplit --demo persist show --vfio numa:1
-  gpusplit persist show`,
+  gpusplit persist show
+  gpusplit persist show --binary /usr/bin/gpusplit -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.host()
 			if err != nil {
 				return err
 			}
-			files, _, err := f.files(g, h)
+			bf, err := f.files(g, h)
 			if err != nil {
 				return err
 			}
@@ -109,15 +195,35 @@ func newPersistShow(g *globals) *cobra.Command {
 			for _, i := range persist.Installed(h) {
 				installed[i.Path] = i.Content
 			}
-			for _, file := range files {
-				state := "not installed"
+			out := persistShowJSON{
+				Binary: persistBinaryJSON{Path: bf.binary.Path, Resolved: bf.binary.Resolved, Checked: bf.checked,
+					OK: bf.checked && bf.refused == nil, Problems: []string{}, Notes: append([]string{}, bf.binary.Notes...)},
+				Files: []persistFileJSON{},
+			}
+			var be *persist.BinaryError
+			switch {
+			case errors.As(bf.refused, &be):
+				out.Binary.Problems = append(out.Binary.Problems, be.Problems...)
+			case bf.refused != nil:
+				out.Binary.Problems = append(out.Binary.Problems, bf.refused.Error())
+			}
+			for _, file := range bf.files {
+				state := "absent"
 				if c, ok := installed[file.Path]; ok {
-					state = "installed, different"
+					state = "different"
 					if c == file.Content {
 						state = "installed"
 					}
 				}
-				fmt.Fprintf(g.stdout, "==> %s (%s) <==\n%s\n", file.Path, state, file.Content)
+				out.Files = append(out.Files, persistFileJSON{file.Path, fmt.Sprintf("%04o", file.Mode), state, file.Content})
+			}
+			if g.json() {
+				return g.writeJSON(out)
+			}
+			fmt.Fprintln(g.stdout, bf.describeBinary())
+			words := map[string]string{"absent": "not installed", "different": "installed, different", "installed": "installed"}
+			for _, file := range out.Files {
+				fmt.Fprintf(g.stdout, "==> %s (%s) <==\n%s\n", file.Path, words[file.State], file.Content)
 			}
 			return nil
 		},
@@ -133,29 +239,46 @@ func newPersistInstall(g *globals) *cobra.Command {
 		Use:   "install",
 		Short: "Write the udev rule, modprobe.d hook and systemd unit, and enable the unit",
 		Example: `  sudo gpusplit persist install
-  sudo gpusplit persist install --vfio numa:1`,
+  sudo gpusplit persist install --vfio numa:1
+  sudo gpusplit persist install --binary /usr/bin/gpusplit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := g.host()
 			if err != nil {
 				return err
 			}
-			files, config, err := f.files(g, h)
+			bf, err := f.files(g, h)
 			if err != nil {
 				return err
 			}
+			files := bf.files
 			if len(f.vfio) > 0 {
-				files = append([]persist.File{{Path: config, Mode: 0o644, Content: configFromFlags(g.devices, f.vfio, f.allowShared)}}, files...)
+				files = append([]persist.File{{Path: bf.config, Mode: 0o644, Content: configFromFlags(g.devices, f.vfio, f.allowShared)}}, files...)
+			}
+			// Every reason to stop is known before the first file is written.
+			var stops []error
+			if !h.Writable() {
+				stops = append(stops, fmt.Errorf("cannot install into %s: %w", h.Root(), host.ErrReadOnly))
+			}
+			if bf.refused != nil {
+				stops = append(stops, bf.refused)
 			}
 			if dryRun {
 				for _, file := range files {
 					fmt.Fprintf(g.stdout, "==> %s <==\n%s\n", file.Path, file.Content)
 				}
+				fmt.Fprint(g.stdout, bf.describeBinary())
+				if len(stops) > 0 {
+					return fmt.Errorf("dry run: nothing was written, and install would stop: %w", errors.Join(stops...))
+				}
 				fmt.Fprintln(g.stdout, "dry run: nothing was written.")
 				return nil
 			}
-			if !h.Writable() {
-				return fmt.Errorf("cannot install into %s: %w", h.Root(), errSnapshot)
+			if len(stops) > 0 {
+				return fmt.Errorf("nothing was written: %w", errors.Join(stops...))
+			}
+			for _, n := range bf.binary.Notes {
+				fmt.Fprintf(g.stderr, "warning: %s\n", n)
 			}
 			changes, err := persist.Install(h, files)
 			for _, c := range changes {
@@ -164,13 +287,14 @@ func newPersistInstall(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			fmt.Fprintf(g.stdout, "The unit runs %s.\n", bf.binary.Path)
 			runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "gpusplit.service"}, {"udevadm", "control", "--reload"}})
 			initramfsAdvice(g, h)
 			return nil
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the files, write nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the files and the reasons install would stop; write nothing")
 	return cmd
 }
 

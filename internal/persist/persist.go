@@ -59,14 +59,26 @@ func Pins(p *plan.Plan, ids map[pci.Address][2]uint16) []Pin {
 
 // Options are what the files mention besides the pins.
 type Options struct {
-	Binary string // the gpusplit executable the unit runs
+	Binary string // the gpusplit executable the unit runs (CheckBinary says whether it may)
 	Config string // the desired state file
+	// SyncProxmox says apply rewrites Proxmox's files in /etc/pve at boot too, which
+	// pve-cluster.service mounts: the unit waits for it.
+	SyncProxmox bool
 	// GPUDrivers are the modules whose loading the modprobe.d hook precedes with the pins.
 	GPUDrivers []string
 }
 
 // Files returns the boot-time files for the pins.
 func Files(pins []Pin, o Options) ([]File, error) {
+	if o.Binary == "" || o.Config == "" {
+		return nil, fmt.Errorf("the boot unit needs the binary and the desired state file it runs with")
+	}
+	if err := unitSafe("binary", o.Binary); err != nil {
+		return nil, err
+	}
+	if err := unitSafe("desired state", o.Config); err != nil {
+		return nil, err
+	}
 	drivers := o.GPUDrivers
 	if len(drivers) == 0 {
 		drivers = []string{"nvidia", "amdgpu"}
@@ -150,6 +162,12 @@ Description=GPU driver split (gpusplit) as {{.Config}} says
 DefaultDependencies=no
 After=systemd-modules-load.service systemd-udev-trigger.service local-fs.target
 Wants=systemd-modules-load.service
+{{- if .SyncProxmox}}
+# apply also rewrites Proxmox's files (sync_proxmox): /etc/pve is there once the
+# cluster file system is mounted. Wants, not Requires: the GPUs move even without it.
+Wants=pve-cluster.service
+After=pve-cluster.service
+{{- end}}
 # Before the guests start and before anything holds the GPUs.
 Before=pve-guests.service pve-ha-lrm.service lxc.service nvidia-persistenced.service nvidia-fabricmanager.service multi-user.target
 ConditionPathExists={{.Config}}

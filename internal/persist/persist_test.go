@@ -19,6 +19,10 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // demoFiles are the boot-time files for the reference split of the sample host.
 func demoFiles(t *testing.T) ([]Pin, []File) {
+	return demoFilesWith(t, Options{Binary: "/usr/local/bin/gpusplit", Config: plan.DefaultConfig})
+}
+
+func demoFilesWith(t *testing.T, o Options) ([]Pin, []File) {
 	t.Helper()
 	h, err := samplehost.Open()
 	if err != nil {
@@ -38,7 +42,7 @@ func demoFiles(t *testing.T) ([]Pin, []File) {
 		ids[d.Address] = [2]uint16{d.VendorID, d.DeviceID}
 	}
 	pins := Pins(p, ids)
-	files, err := Files(pins, Options{Binary: "/usr/local/bin/gpusplit", Config: plan.DefaultConfig})
+	files, err := Files(pins, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +51,14 @@ func demoFiles(t *testing.T) ([]Pin, []File) {
 
 func TestGolden(t *testing.T) {
 	_, files := demoFiles(t)
+	// With sync_proxmox, the unit is the one that differs; a packaged binary shows in it.
+	_, synced := demoFilesWith(t, Options{Binary: "/usr/bin/gpusplit", Config: "/etc/gpusplit/split.toml", SyncProxmox: true})
+	for _, f := range synced {
+		if f.Path == Unit {
+			f.Path = strings.TrimSuffix(Unit, ".service") + "-sync_proxmox.service"
+			files = append(files, f)
+		}
+	}
 	for _, f := range files {
 		golden := filepath.Join("testdata", filepath.Base(f.Path)+".golden")
 		if *update {
@@ -61,6 +73,48 @@ func TestGolden(t *testing.T) {
 		}
 		if f.Content != string(want) {
 			t.Errorf("%s differs from %s (go test ./internal/persist -update rewrites it):\n%s", f.Path, golden, f.Content)
+		}
+	}
+}
+
+// The unit waits for Proxmox's cluster file system exactly when apply writes into it.
+func TestUnitOrdering(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		_, files := demoFilesWith(t, Options{Binary: DefaultBinary, Config: plan.DefaultConfig, SyncProxmox: sync})
+		var unit string
+		for _, f := range files {
+			if f.Path == Unit {
+				unit = f.Content
+			}
+		}
+		lines := map[string]bool{}
+		for _, l := range strings.Split(unit, "\n") {
+			lines[l] = true
+		}
+		if lines["After=pve-cluster.service"] != sync || lines["Wants=pve-cluster.service"] != sync {
+			t.Errorf("sync_proxmox %v: unit\n%s", sync, unit)
+		}
+		// The ordering before what holds the GPUs and starts the guests stays.
+		if !lines["Before=pve-guests.service pve-ha-lrm.service lxc.service nvidia-persistenced.service nvidia-fabricmanager.service multi-user.target"] {
+			t.Errorf("sync_proxmox %v: the unit is no longer before the guests:\n%s", sync, unit)
+		}
+		if !lines["ExecStart="+DefaultBinary+" apply --config "+plan.DefaultConfig+" --yes"] {
+			t.Errorf("sync_proxmox %v: the unit does not run %s:\n%s", sync, DefaultBinary, unit)
+		}
+	}
+}
+
+// Paths the unit could not name as one word are refused, not written.
+func TestFilesRefuseUnitUnsafePaths(t *testing.T) {
+	for _, o := range []Options{
+		{Binary: "/opt/my tools/gpusplit", Config: plan.DefaultConfig},
+		{Binary: DefaultBinary, Config: "/etc/gpusplit/$HOME.toml"},
+		{Binary: DefaultBinary, Config: "/etc/gpusplit/split\n.toml"},
+		{Binary: `/opt/"x"/gpusplit`, Config: plan.DefaultConfig},
+		{Binary: "", Config: plan.DefaultConfig},
+	} {
+		if files, err := Files(nil, o); err == nil {
+			t.Errorf("%+v: accepted, wrote\n%v", o, files)
 		}
 	}
 }
