@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -43,15 +42,11 @@ func newPVEMappings(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			data, err := h.ReadFile(pve.MappingPath)
-			if errors.Is(err, fs.ErrNotExist) {
+			if !h.Exists(pve.MappingPath) {
 				fmt.Fprintf(g.stdout, "%s: no PCI mappings (%s does not exist).\n", h.Root(), pve.MappingPath)
 				return nil
 			}
-			if err != nil {
-				return err
-			}
-			f, err := pve.ParseMappings(pve.MappingPath, string(data))
+			f, err := pve.ReadMappings(h)
 			if err != nil {
 				return err
 			}

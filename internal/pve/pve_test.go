@@ -476,7 +476,7 @@ func TestSyncAssignsContainers(t *testing.T) {
 	}
 }
 
-func mustSel(t *testing.T, s string) []pci.Selector {
+func mustSel(t testing.TB, s string) []pci.Selector {
 	t.Helper()
 	sels, err := pci.ParseSelectors(s)
 	if err != nil {
@@ -487,7 +487,7 @@ func mustSel(t *testing.T, s string) []pci.Selector {
 
 // demoWith is the sample host with some files replaced ("" removes one), as an archive
 // in memory: quicker than laying the host out in a directory, for tests that only read.
-func demoWith(t *testing.T, files map[string]string) (*host.Host, *inventory.Inventory) {
+func demoWith(t testing.TB, files map[string]string) (*host.Host, *inventory.Inventory) {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(samplehost.Archive()))
 	if err != nil {

@@ -150,13 +150,7 @@ func onVFIO(d string) bool { return d == plan.VFIO }
 
 // mappings computes the new pci.cfg.
 func (s *syncer) mappings(d plan.Desired) (*Change, error) {
-	data, err := s.h.ReadFile(MappingPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		data = nil
-	} else if err != nil {
-		return nil, err
-	}
-	f, err := ParseMappings(MappingPath, string(data))
+	f, err := ReadMappings(s.h)
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +296,21 @@ func otherNodes(m *Mapping, node string) []string {
 		}
 	}
 	return out
+}
+
+// ReadMappings reads and parses this cluster's pci.cfg; a file that does not exist is an
+// empty one. A file larger than pmxcfs holds is refused before it is parsed.
+func ReadMappings(h *host.Host) (*MappingFile, error) {
+	data, err := h.ReadFile(MappingPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		data = nil
+	} else if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFile {
+		return nil, fmt.Errorf("%s is larger than 1 MiB, the most Proxmox's file system holds: it is not Proxmox's, not reading it", MappingPath)
+	}
+	return ParseMappings(MappingPath, string(data))
 }
 
 func dedupe(as []pci.Address) []pci.Address {
