@@ -99,7 +99,11 @@ not return, verifies each device (its driver, and /dev/vfio/<group> for vfio-pci
 any step fails puts back every device it changed and says so.
 
 On a terminal it asks before changing anything; --yes skips the question and is needed
-without a terminal.`,
+without a terminal.
+
+It runs only on a live kernel (no --root, or a root whose /sys and /proc are the
+kernel's own mounts): under --root of a directory copy or a snapshot it refuses, and
+--dry-run shows there what it would do.`,
 		Example: `  sudo gpusplit apply --vfio numa:1
   sudo gpusplit apply --config /etc/gpusplit/split.toml --yes
   gpusplit --demo apply --vfio numa:1 --dry-run`,
