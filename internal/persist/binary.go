@@ -81,19 +81,11 @@ func CheckBinary(h *host.Host, p string, named bool) (Binary, error) {
 		b.Resolved = resolved
 	}
 	for _, d := range scratchDirs {
-		at := ""
 		switch {
-		case under(p, d):
-			at = p
-		case under(resolved, d):
-			at = resolved
-		default:
-			continue
-		}
-		switch {
+		case !under(p, d) && !under(resolved, d):
 		case named && under(p, d):
 			b.Notes = append(b.Notes, fmt.Sprintf("%s is under %s, where files do not last or belong to a user: the unit fails at boot once it is gone; %s is the usual place", p, d, DefaultBinary))
-		case at == p:
+		case under(p, d):
 			problems = append(problems, fmt.Sprintf("%s is under %s, where files do not last or belong to a user (name it with --binary %s if it is to stay there)", p, d, p))
 		default:
 			problems = append(problems, fmt.Sprintf("it leads to %s, under %s, where files do not last or belong to a user (name that path with --binary if it is to stay there)", resolved, d))
