@@ -36,8 +36,17 @@ var (
 )
 
 // ParseGuest reads a VM (kind QEMU) or container (kind LXC) config.
+// It refuses bytes that are not text, and CR LF line ends, which Proxmox never writes.
 func ParseGuest(name, kind string, id int, data string) (*Guest, error) {
 	g := &Guest{Name: name, Kind: kind, ID: id, lines: splitLines(data)}
+	if err := notText(name, g.lines, ":"); err != nil {
+		return nil, err
+	}
+	for i, l := range g.lines {
+		if l.end == "\r\n" {
+			return nil, &LineError{File: name, Line: i + 1, Msg: "the line ends in CR LF (a Windows editor?): Proxmox writes LF only; convert the file (sed -i 's/\\r$//' " + name + ") and run again"}
+		}
+	}
 	g.main = len(g.lines)
 	for i, l := range g.lines {
 		if sectionHead.MatchString(l.text) {

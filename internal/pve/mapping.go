@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // MappingPath is the cluster-wide file of PCI mappings.
@@ -47,6 +48,25 @@ func joinLines(ls []line) string {
 		b.WriteString(l.end)
 	}
 	return b.String()
+}
+
+// notText refuses bytes no Proxmox config holds: NUL and the other control characters
+// but TAB (a binary file, or one damaged on disk), and invalid UTF-8 in a key (the line's
+// text before sep). Proxmox would skip such a line and go on; gpusplit stops before it
+// edits a file it cannot read as Proxmox does.
+func notText(name string, lines []line, sep string) error {
+	for i, l := range lines {
+		for col, r := range l.text {
+			if (r < 0x20 && r != '\t') || r == 0x7f {
+				return &LineError{File: name, Line: i + 1, Msg: fmt.Sprintf("byte 0x%02x at column %d is not text: this is not a config Proxmox wrote; restore it from a backup", r, col+1)}
+			}
+		}
+		key, _, _ := strings.Cut(strings.TrimLeft(l.text, " \t"), sep)
+		if !strings.HasPrefix(key, "#") && !utf8.ValidString(key) {
+			return &LineError{File: name, Line: i + 1, Msg: fmt.Sprintf("the key %q is not valid UTF-8: this is not a config Proxmox wrote; restore it from a backup", key)}
+		}
+	}
+	return nil
 }
 
 // LineError is a problem on a line of a file.
@@ -137,6 +157,9 @@ var (
 // duplicate mapping id, an unknown key. Comments are kept.
 func ParseMappings(name, data string) (*MappingFile, error) {
 	f := &MappingFile{Name: name, lines: splitLines(data)}
+	if err := notText(name, f.lines, " "); err != nil {
+		return nil, err
+	}
 	errAt := func(i int, format string, args ...any) error {
 		return &LineError{File: name, Line: i + 1, Msg: fmt.Sprintf(format, args...)}
 	}

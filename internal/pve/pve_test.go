@@ -90,6 +90,9 @@ func TestMappingTraps(t *testing.T) {
 		{"bad id", "9x\n\tmap id=10de:2bb1,node=n1,path=0000:01:00.0\n\n", 1, "not a mapping id"},
 		{"map without node", "m1\n\tmap id=10de:2bb1,path=0000:01:00.0\n\n", 2, "lacks node"},
 		{"empty value", "m1\n\tmap id=,node=n1,path=0000:01:00.0\n\n", 2, "not key=value"},
+		{"NUL byte", strings.Replace(good, "node=n1,path=0000:02", "node=n1\x00,path=0000:02", 1), 5, "byte 0x00 at column 26 is not text"},
+		{"binary first line", "\x7fELF\x02\x01\n" + good, 1, "byte 0x7f at column 1"},
+		{"invalid UTF-8 id", "m\xff1\n\tmap id=10de:2bb1,node=n1,path=0000:01:00.0\n\n", 1, "not valid UTF-8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -613,5 +616,43 @@ func TestSyncRefusals(t *testing.T) {
 				t.Fatalf("no note %q in %v", tc.notes, notes)
 			}
 		})
+	}
+}
+
+// Guest configs that Proxmox did not write: refused with the line, and so is a sync over
+// them, instead of skipping the line and going on.
+func TestGuestNotText(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		line       int
+		want       string
+	}{
+		{"NUL in a value", "cores: 4\nmemory: 10\x0024\n", 2, "byte 0x00 at column 11 is not text"},
+		{"escape sequence", "cores: 4\n\x1b[31mhostpci0: 01:00\n", 2, "byte 0x1b at column 1"},
+		{"invalid UTF-8 key", "cor\xe9s: 4\n", 1, "not valid UTF-8"},
+		{"CRLF", "cores: 4\r\nmemory: 1024\r\n", 1, "CR LF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseGuest("131.conf", QEMU, 131, tc.text)
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != tc.line || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want line %d saying %q", err, tc.line, tc.want)
+			}
+		})
+	}
+	// UTF-8 in a description comment, and TABs, are text.
+	if _, err := ParseGuest("131.conf", QEMU, 131, "#Stra%C3%9Fe \xc3\xa9t\xc3\xa9\nname:\ttrain\n"); err != nil {
+		t.Error(err)
+	}
+	sample, _ := demoWith(t, nil)
+	vm := string(must(sample.ReadFile("/etc/pve/qemu-server/131.conf")))
+	h, inv := demoWith(t, map[string]string{"etc/pve/nodes/kpro6/qemu-server/131.conf": strings.Replace(vm, "cores: 32", "cores: 3\x002", 1)})
+	d := vfio(t, "numa:1")
+	p, err := plan.Make(inv, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Sync(h, inv, p, d, SyncOptions{}); err == nil || !strings.Contains(err.Error(), "131.conf:") || !strings.Contains(err.Error(), "is not text") {
+		t.Errorf("sync over a damaged VM config: %v", err)
 	}
 }
