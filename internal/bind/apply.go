@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/proc"
 )
 
 // Options tune a run.
@@ -70,28 +70,36 @@ const (
 	StepRestored Step = "restored"
 )
 
-// HeldError refuses a run because processes hold devices it would move.
+// HeldError refuses a run because something uses devices it would move: processes,
+// mounts, interfaces, guests (package holders).
 type HeldError struct {
-	Held map[pci.Address][]proc.Process
+	Held map[pci.Address][]holders.Holder
 }
 
 func (e *HeldError) Error() string {
 	var parts []string
 	for _, a := range slices.SortedFunc(maps.Keys(e.Held), pci.Address.Compare) {
 		var who []string
-		for _, p := range e.Held[a] {
-			w := fmt.Sprintf("%s (pid %d)", p.Command, p.PID)
-			if p.Container > 0 {
-				w += fmt.Sprintf(" in container %d", p.Container)
-			}
-			if p.VM > 0 {
-				w += fmt.Sprintf(" of VM %d", p.VM)
-			}
-			who = append(who, w)
+		for _, h := range e.Held[a] {
+			who = append(who, h.String())
 		}
 		parts = append(parts, fmt.Sprintf("%s is held by %s", a, strings.Join(who, ", ")))
 	}
 	return "nothing was changed: " + strings.Join(parts, "; ")
+}
+
+// Held refuses a plan that would move a device in use, with a HeldError naming each.
+func Held(p *plan.Plan) error {
+	held := map[pci.Address][]holders.Holder{}
+	for _, m := range p.Moves {
+		if len(m.Holders) > 0 {
+			held[m.Device] = m.Holders
+		}
+	}
+	if len(held) > 0 {
+		return &HeldError{Held: held}
+	}
+	return nil
 }
 
 // HungError reports an unbind that did not return: something still uses the device.
@@ -119,14 +127,8 @@ type Result struct {
 // Check refuses a plan that cannot be carried out, changing nothing: a device that is
 // held, or a target driver that is neither loaded nor loadable.
 func Check(k Kernel, p *plan.Plan) error {
-	held := map[pci.Address][]proc.Process{}
-	for _, m := range p.Moves {
-		if len(m.Holders) > 0 {
-			held[m.Device] = m.Holders
-		}
-	}
-	if len(held) > 0 {
-		return &HeldError{Held: held}
+	if err := Held(p); err != nil {
+		return err
 	}
 	for _, to := range targets(p) {
 		if k.Loaded(to) {
@@ -431,7 +433,7 @@ func (r *runner) restore(p Prior) error {
 // Rollback puts every device of the journal back as it was before the apply that wrote
 // it. It refuses, changing nothing, a journal that CheckJournal does not trust; the
 // check is made again under the lock, so that no other run changes the host in between.
-func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, s Scope, held map[pci.Address][]proc.Process, opts Options) (*Result, error) {
+func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, s Scope, held map[pci.Address][]holders.Holder, opts Options) (*Result, error) {
 	opts.defaults()
 	res := &Result{Unrestored: map[pci.Address]error{}}
 	if len(held) > 0 {

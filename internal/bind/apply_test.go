@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
@@ -324,7 +325,7 @@ func TestApplyAndRollback(t *testing.T) {
 
 func TestApplyRefusesHeldDevice(t *testing.T) {
 	f, p := fourGPUs()
-	p.Moves[4].Holders = []proc.Process{{PID: 48213, Command: "python3", Container: 129}}
+	p.Moves[4].Holders = []holders.Holder{holders.ProcessHolder(proc.Process{PID: 48213, Command: "python3", Container: 129})}
 	h, dir := gpuHost(t, f)
 	_, err := Apply(context.Background(), h, f, p, fast)
 	var held *HeldError

@@ -90,9 +90,11 @@ func newApply(g *globals) *cobra.Command {
 driver_override, unbind and drivers_probe, never new_id or vfio-pci.ids, so identical
 GPUs are told apart.
 
-Before the first change it refuses, changing nothing, when a device to move is held open
-(it names the processes and containers and how to release them), when a target driver is
-neither loaded nor loadable, or when another gpusplit is running. It writes a journal of
+Before the first change it refuses, changing nothing, when a device to move is in use (a
+process holds it open, a file system on it is mounted, swap, LVM, md or ZFS is on it, its
+network interface is up, a running VM or container is given it: each is named with the way
+to release it), when a target driver is neither loaded nor loadable, or when another
+gpusplit is running. It writes a journal of
 the prior state to ` + bind.JournalPath + ` (gpusplit rollback undoes the apply), loads the
 modules it needs, moves independent IOMMU groups at once, gives up on an unbind that does
 not return, verifies each device (its driver, and /dev/vfio/<group> for vfio-pci), and if
@@ -133,7 +135,8 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 					}
 				}
 				if c.dryRun && !p.Empty() {
-					return proxmoxPreflight(g, pl)
+					// Every reason the real run would stop: held devices, and Proxmox.
+					return errors.Join(explainHeld(bind.Held(p)), proxmoxPreflight(g, pl))
 				}
 				return nil
 			}
@@ -215,14 +218,9 @@ func explainHeld(err error) error {
 		return err
 	}
 	var lines []string
-	seen := map[int]bool{}
+	seen := map[string]bool{}
 	for _, a := range slices.SortedFunc(maps.Keys(held.Held), pci.Address.Compare) {
-		for _, p := range held.Held[a] {
-			if !seen[p.PID] {
-				seen[p.PID] = true
-				lines = append(lines, fmt.Sprintf("  %s: %s", holderText(p), release(p)))
-			}
-		}
+		lines = append(lines, releaseLines(held.Held[a], seen)...)
 	}
 	return fmt.Errorf("%w\nrelease them, then run again:\n%s", err, strings.Join(lines, "\n"))
 }

@@ -3,16 +3,15 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path"
 	"regexp"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
-	"github.com/gpusplit/gpusplit/internal/proc"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 
@@ -23,8 +22,11 @@ func newInventory(g *globals) *cobra.Command {
 		Short: "List the GPUs: where they sit, what drives them, who holds them",
 		Long: `List the GPUs with their companion functions (HDMI audio, USB-C), NUMA node and
 local CPUs, IOMMU group and its other members, host bridge and root port, driver,
-/dev/nvidiaN, PCIe link (current and maximum), BARs, and the processes that hold each GPU
-open, with the Proxmox container or VM they belong to.
+/dev/nvidiaN, PCIe link (current and maximum), BARs, and what uses each GPU and its
+functions: processes holding their device nodes open (/dev/nvidia*, /dev/vfio/*,
+/dev/dri/*) with the Proxmox container or VM they belong to, file systems mounted from
+their disks, swap, LVM, md and ZFS on them, network interfaces that are up, and running
+Proxmox guests whose config passes them through.
 
 Everything comes from sysfs and procfs, so GPUs bound to vfio-pci or to no driver are
 listed as well as those on nvidia.`,
@@ -88,7 +90,7 @@ type gpuJSON struct {
 	BARs         []barJSON      `json:"bars"`
 	Minor        *int           `json:"minor"`
 	DeviceNodes  []string       `json:"device_nodes"`
-	Functions    []deviceJSON   `json:"functions"`
+	Functions    []functionJSON `json:"functions"`
 	Holders      []holderJSON   `json:"holders"`
 	SysfsPath    string         `json:"sysfs_path"`
 }
@@ -107,13 +109,23 @@ type barJSON struct {
 	Unassigned   bool   `json:"unassigned"`
 }
 
+type functionJSON struct {
+	deviceJSON
+	Holders []holderJSON `json:"holders"`
+}
+
 type holderJSON struct {
-	PID       int      `json:"pid"`
-	Command   string   `json:"command"`
-	Cmdline   []string `json:"cmdline"`
-	Container *int     `json:"container"`
-	VM        *int     `json:"vm"`
-	Files     []string `json:"files"`
+	Kind      holders.Kind `json:"kind"`
+	What      string       `json:"what"`
+	Name      string       `json:"name"`
+	Block     *string      `json:"block_device"`
+	Release   string       `json:"release"`
+	PID       *int         `json:"pid"`
+	Command   string       `json:"command"`
+	Cmdline   []string     `json:"cmdline"`
+	Container *int         `json:"container"`
+	VM        *int         `json:"vm"`
+	Files     []string     `json:"files"`
 }
 
 func deviceDoc(d *pci.Device) deviceJSON {
@@ -151,7 +163,7 @@ func inventoryJSON(inv *inventory.Inventory, numa int) inventoryDoc {
 			Link:         gp.Link,
 			BARs:         []barJSON{},
 			DeviceNodes:  append([]string{}, gp.Nodes...),
-			Functions:    []deviceJSON{},
+			Functions:    []functionJSON{},
 			Holders:      []holderJSON{},
 			SysfsPath:    gp.Path,
 		}
@@ -172,27 +184,43 @@ func inventoryJSON(inv *inventory.Inventory, numa int) inventoryDoc {
 			})
 		}
 		for _, f := range gp.Functions {
-			j.Functions = append(j.Functions, deviceDoc(f))
+			j.Functions = append(j.Functions, functionJSON{deviceJSON: deviceDoc(f), Holders: holderDocs(inv.HoldersOf(f.Address))})
 		}
-		for _, p := range gp.Holders {
-			j.Holders = append(j.Holders, holderDoc(p))
-		}
+		j.Holders = holderDocs(gp.Holders)
 		doc.GPUs = append(doc.GPUs, j)
 	}
 	return doc
 }
 
-func holderDoc(p proc.Process) holderJSON {
-	h := holderJSON{PID: p.PID, Command: p.Command, Cmdline: append([]string{}, p.Cmdline...), Files: p.Files}
-	if p.Container > 0 {
-		ct := p.Container
-		h.Container = &ct
+// holderDocs is the JSON form of a device's holders: [] when none.
+func holderDocs(hs []holders.Holder) []holderJSON {
+	out := []holderJSON{}
+	for _, h := range hs {
+		out = append(out, holderDoc(h))
 	}
-	if p.VM > 0 {
-		vm := p.VM
-		h.VM = &vm
+	return out
+}
+
+func holderDoc(h holders.Holder) holderJSON {
+	j := holderJSON{Kind: h.Kind, What: h.String(), Name: h.Name, Release: h.Release, Command: h.Command,
+		Cmdline: append([]string{}, h.Cmdline...), Files: append([]string{}, h.Files...)}
+	if h.Kind == holders.KindProcess {
+		pid := h.PID
+		j.PID = &pid
 	}
-	return h
+	if h.Block != "" {
+		b := h.Block
+		j.Block = &b
+	}
+	if h.Container > 0 {
+		ct := h.Container
+		j.Container = &ct
+	}
+	if h.VM > 0 {
+		vm := h.VM
+		j.VM = &vm
+	}
+	return j
 }
 
 func writeInventoryTable(w io.Writer, inv *inventory.Inventory, numa int) error {
@@ -207,10 +235,14 @@ func writeInventoryTable(w io.Writer, inv *inventory.Inventory, numa int) error 
 	for i, gp := range inv.GPUs {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			i, gp.Address, model(gp.Device), orNone(gp.Driver), devNode(gp), topo.NUMAAffinity(gp.NUMANode),
-			group(gp.IOMMUGroup), orDash(gp.Link.String()), gp.HostBridge, rootPort(gp.Device), largestBAR(gp.BARs), holders(gp.Holders))
+			group(gp.IOMMUGroup), orDash(gp.Link.String()), gp.HostBridge, rootPort(gp.Device), largestBAR(gp.BARs), heldBy(gp.Holders))
 		for _, f := range gp.Functions {
 			// Every row has every cell, so that tabwriter keeps the columns aligned.
-			fmt.Fprintf(tw, "\t└ %s\t%s\t%s\t\t\t%s\t\t\t\t\t\n", f.Address, model(f), orNone(f.Driver), group(f.IOMMUGroup))
+			held := ""
+			if hs := inv.HoldersOf(f.Address); len(hs) > 0 {
+				held = heldBy(hs)
+			}
+			fmt.Fprintf(tw, "\t└ %s\t%s\t%s\t\t\t%s\t\t\t\t\t%s\n", f.Address, model(f), orNone(f.Driver), group(f.IOMMUGroup), held)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -261,8 +293,13 @@ func writeInventoryLong(w io.Writer, inv *inventory.Inventory, numa int) error {
 		for _, f := range gp.Functions {
 			line("function", fmt.Sprintf("%s %s [%s] (%s)", f.Address, f.Name(), f.ID(), orNone(f.Driver)))
 		}
-		for _, p := range gp.Holders {
-			line("held by", holderText(p))
+		for _, h := range gp.Holders {
+			line("held by", h.String()+": "+h.Release)
+		}
+		for _, f := range gp.Functions {
+			for _, h := range inv.HoldersOf(f.Address) {
+				line("held by", fmt.Sprintf("%s (of %s): %s", h.String(), f.Address, h.Release))
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -393,35 +430,14 @@ func size(n uint64) string {
 	return fmt.Sprint(n)
 }
 
-func holders(ps []proc.Process) string {
+// heldBy is the HELD BY cell of a device: its holders, or "-".
+func heldBy(hs []holders.Holder) string {
 	var out []string
-	for _, p := range ps {
-		out = append(out, holderText(p))
+	for _, h := range hs {
+		out = append(out, h.Short())
 	}
 	if len(out) == 0 {
 		return "-"
 	}
 	return strings.Join(out, "; ")
-}
-
-func holderText(p proc.Process) string {
-	s := fmt.Sprintf("%s[%d]", commandName(p), p.PID)
-	switch {
-	case p.Container > 0:
-		s += fmt.Sprintf(" in CT %d", p.Container)
-	case p.VM > 0:
-		s += fmt.Sprintf(" VM %d", p.VM)
-	}
-	return s
-}
-
-// commandName is the name of a process's program. comm is cut at 15 characters
-// ("nvidia-persiste"), so the program's file name is used when it starts the same way.
-func commandName(p proc.Process) string {
-	if len(p.Cmdline) > 0 {
-		if base := path.Base(p.Cmdline[0]); strings.HasPrefix(base, p.Command) {
-			return base
-		}
-	}
-	return p.Command
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/proc"
 )
 
 func newPlan(g *globals) *cobra.Command {
@@ -72,10 +72,7 @@ func planJSON(root string, p *plan.Plan) planDoc {
 	conv := func(m plan.Move) actionJSON {
 		a := actionJSON{
 			Device: m.Device.String(), Name: m.Name, Role: string(m.Role), GPU: m.GPU.String(), Group: m.Target,
-			IOMMUGroup: m.IOMMUGroup, NUMANode: m.NUMANode, From: m.From, To: m.To, Holders: []holderJSON{},
-		}
-		for _, h := range m.Holders {
-			a.Holders = append(a.Holders, holderDoc(h))
+			IOMMUGroup: m.IOMMUGroup, NUMANode: m.NUMANode, From: m.From, To: m.To, Holders: holderDocs(m.Holders),
 		}
 		return a
 	}
@@ -102,7 +99,7 @@ func writePlan(w io.Writer, root string, p *plan.Plan) error {
 	fmt.Fprintln(tw, "IOMMU\tDEVICE\tROLE\tNAME\tNUMA\tFROM\tTO\tHELD BY")
 	for _, m := range p.Moves {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", group(m.IOMMUGroup), m.Device, m.Role, shortName(m.Name),
-			m.NUMANode, orNone(m.From), toText(m.To), holders(m.Holders))
+			m.NUMANode, orNone(m.From), toText(m.To), heldBy(m.Holders))
 	}
 	tw.Flush()
 	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
@@ -117,42 +114,31 @@ func writePlan(w io.Writer, root string, p *plan.Plan) error {
 	return nil
 }
 
-// heldText says what holds the GPUs of a plan, and how to release each, since apply
-// refuses to move a held device.
+// heldText says what holds the devices of a plan, and how to release each, since apply
+// refuses to move a device in use.
 func heldText(p *plan.Plan) string {
-	seen := map[int]bool{}
 	var lines []string
+	seen := map[string]bool{}
 	for _, m := range p.Moves {
-		for _, h := range m.Holders {
-			if seen[h.PID] {
-				continue
-			}
-			seen[h.PID] = true
-			lines = append(lines, fmt.Sprintf("  %s: %s", holderText(h), release(h)))
-		}
+		lines = append(lines, releaseLines(m.Holders, seen)...)
 	}
 	if len(lines) == 0 {
 		return ""
 	}
-	return "apply will refuse until these processes let go of the GPUs:\n" + strings.Join(lines, "\n") + "\n"
+	return "apply will refuse until these let go of the devices:\n" + strings.Join(lines, "\n") + "\n"
 }
 
-// release says how to make a holder let go of a GPU.
-func release(p proc.Process) string {
-	name := commandName(p)
-	switch {
-	case p.Container > 0:
-		return fmt.Sprintf("stop container %d (pct stop %d), or the service in it", p.Container, p.Container)
-	case p.VM > 0:
-		return fmt.Sprintf("stop VM %d (qm stop %d)", p.VM, p.VM)
-	case strings.HasPrefix(name, "nvidia-persistenced"):
-		return "systemctl stop nvidia-persistenced (or nvidia-smi -pm 0 for the legacy persistence mode)"
-	case strings.HasPrefix(name, "nv-fabricmanager"), strings.HasPrefix(name, "nvidia-imex"), strings.HasPrefix(name, "nv-hostengine"), strings.HasPrefix(name, "dcgm"):
-		return fmt.Sprintf("stop the %s service", name)
-	case name == "Xorg" || name == "gnome-shell" || name == "kwin_wayland" || name == "sddm" || name == "gdm":
-		return "stop the display manager, or move the display to another GPU"
+// releaseLines names each holder not yet seen with the way to release it: a process,
+// mount or guest holding several devices is one line.
+func releaseLines(hs []holders.Holder, seen map[string]bool) []string {
+	var lines []string
+	for _, h := range hs {
+		if !seen[h.Key()] {
+			seen[h.Key()] = true
+			lines = append(lines, fmt.Sprintf("  %s: %s", h.Short(), h.Release))
+		}
 	}
-	return fmt.Sprintf("stop it (kill %d) or the service that runs it", p.PID)
+	return lines
 }
 
 // shortName is the marketing name of a GPU, or the device name.

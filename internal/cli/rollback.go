@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
-	"github.com/gpusplit/gpusplit/internal/proc"
 )
 
 func newRollback(g *globals) *cobra.Command {
@@ -174,16 +174,12 @@ func binding(driver, override string) string {
 	return s
 }
 
-// heldDevices are the devices to move that a process holds open.
-func heldDevices(inv *inventory.Inventory, devices []bind.Prior) map[pci.Address][]proc.Process {
-	want := map[pci.Address]bool{}
+// heldDevices are the devices to move that something uses (package holders).
+func heldDevices(inv *inventory.Inventory, devices []bind.Prior) map[pci.Address][]holders.Holder {
+	held := map[pci.Address][]holders.Holder{}
 	for _, d := range devices {
-		want[d.Device] = true
-	}
-	held := map[pci.Address][]proc.Process{}
-	for _, gp := range inv.GPUs {
-		if want[gp.Address] && len(gp.Holders) > 0 {
-			held[gp.Address] = gp.Holders
+		if hs := inv.HoldersOf(d.Device); len(hs) > 0 {
+			held[d.Device] = hs
 		}
 	}
 	return held

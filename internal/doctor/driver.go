@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/kmsg"
 )
@@ -83,7 +84,7 @@ func checkDriverMismatch(e *Env) []Finding {
 			seen := map[int]bool{}
 			for _, g := range e.Inv.GPUs {
 				for _, p := range g.Holders {
-					if p.Container == 0 || seen[p.Container] {
+					if p.Kind != holders.KindProcess || p.Container == 0 || seen[p.Container] {
 						continue
 					}
 					seen[p.Container] = true

@@ -40,23 +40,16 @@ func checkGroupShared(e *Env) []Finding {
 	}}
 }
 
-// checkHeld finds processes holding GPUs that the configured split would move: apply
-// refuses until they let go.
+// checkHeld finds what uses devices that the configured split would move (processes,
+// mounts, interfaces, guests): apply refuses until they let go.
 func checkHeld(e *Env) []Finding {
 	if e.Plan == nil {
 		return nil
 	}
 	var evidence []string
 	for _, m := range e.Plan.Moves {
-		for _, p := range m.Holders {
-			w := fmt.Sprintf("%s (to %s) is held by %s (pid %d)", m.Device, plan.DriverText(m.To), p.Command, p.PID)
-			if p.Container > 0 {
-				w += fmt.Sprintf(" in container %d", p.Container)
-			}
-			if p.VM > 0 {
-				w += fmt.Sprintf(" of VM %d", p.VM)
-			}
-			evidence = append(evidence, w)
+		for _, h := range m.Holders {
+			evidence = append(evidence, fmt.Sprintf("%s (to %s) is held by %s", m.Device, plan.DriverText(m.To), h))
 		}
 	}
 	if len(evidence) == 0 {
@@ -64,11 +57,11 @@ func checkHeld(e *Env) []Finding {
 	}
 	return []Finding{{
 		Severity: Warning,
-		Title:    "processes hold GPUs that the configured split would move",
+		Title:    "something uses devices that the configured split would move",
 		Evidence: capped(evidence, 10),
 		Remedy: "gpusplit apply refuses to move a held GPU (the nvidia driver would wait for ever in the unbind). Release them first: " +
 			"stop the containers (pct stop <id>) or the services in them, nvidia-persistenced (systemctl stop nvidia-persistenced), " +
-			"VMs that hold vfio-pci GPUs (qm stop <id>); gpusplit plan lists each holder with its way out.",
+			"VMs that hold vfio-pci GPUs (qm stop <id>), file systems mounted from a disk that would move (umount), interfaces that are up (ip link set <if> down); gpusplit plan lists each holder with its way out.",
 	}}
 }
 

@@ -1,17 +1,18 @@
 // Package inventory gathers what gpusplit knows about a host's GPUs: the PCI devices,
 // which of them count as GPUs with their companion functions, the nvidia driver's device
-// minors, and the processes that hold each GPU open.
+// minors, and what uses each device that would move with a GPU (package holders).
 package inventory
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pciids"
-	"github.com/gpusplit/gpusplit/internal/proc"
 )
 
 // Inventory is a host's GPUs and the PCI tree they were found in.
@@ -20,6 +21,25 @@ type Inventory struct {
 	Tree     *pci.Tree
 	GPUs     []GPU
 	Warnings []string
+	// Holders are the users of every device that moves with a GPU: the GPUs, their
+	// functions and the other endpoints of their IOMMU groups. A device without users
+	// is absent.
+	Holders map[pci.Address][]holders.Holder
+
+	h       *host.Host
+	checked map[pci.Address]bool
+}
+
+// HoldersOf returns the users of a device: what makes a move of it refused. A device of
+// the tree that Build did not check (one a journal names, no longer counted as a GPU) is
+// checked now.
+func (inv *Inventory) HoldersOf(a pci.Address) []holders.Holder {
+	if !inv.checked[a] && inv.h != nil && inv.Tree != nil {
+		if d := inv.Tree.Lookup(a); d != nil {
+			inv.check([]*pci.Device{d})
+		}
+	}
+	return inv.Holders[a]
 }
 
 // Devices returns the GPUs' PCI devices (function 0 of each), in inventory order: what
@@ -32,15 +52,18 @@ func (inv *Inventory) Devices() []*pci.Device {
 	return out
 }
 
-// GPU is a GPU with what the nvidia driver and the process table say of it.
+// GPU is a GPU with what the nvidia driver and the machine say of it.
 type GPU struct {
 	pci.GPU
 	// Minor is N of /dev/nvidiaN when the nvidia driver drives the GPU, else -1.
 	Minor int
 	// Nodes are the device nodes through which the GPU is used: /dev/nvidiaN for the
-	// nvidia driver; /dev/vfio/<group> and /dev/vfio/devices/vfioN for vfio-pci.
-	Nodes   []string
-	Holders []proc.Process
+	// nvidia driver; /dev/vfio/<group> and /dev/vfio/devices/vfioN for vfio-pci; the
+	// DRM nodes of its driver (/dev/dri/cardN, /dev/dri/renderDN).
+	Nodes []string
+	// Holders are the GPU's own users (those of its functions and group members are in
+	// Inventory.Holders).
+	Holders []holders.Holder
 }
 
 // Build scans h. sels chooses which devices count as GPUs (none: the default rule).
@@ -53,56 +76,74 @@ func Build(h *host.Host, sels []pci.Selector) (*Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv := &Inventory{Root: h.Root(), Tree: tree, Warnings: tree.Warnings}
-	byNode := map[string][]int{}
-	for i, g := range gpus {
-		ig := GPU{GPU: g, Minor: -1}
-		if g.Driver == "nvidia" {
-			minor, err := NvidiaMinor(h, g.Address)
-			if err != nil {
-				inv.Warnings = append(inv.Warnings, fmt.Sprintf("%s: %v; /dev/nvidiaN unknown", g.Address, err))
-			} else {
-				ig.Minor = minor
-				ig.Nodes = append(ig.Nodes, fmt.Sprintf("/dev/nvidia%d", minor))
-			}
-		}
-		if g.Driver == "vfio-pci" && g.IOMMUGroup >= 0 {
-			ig.Nodes = append(ig.Nodes, fmt.Sprintf("/dev/vfio/%d", g.IOMMUGroup))
-		}
-		if cdevs, err := h.ReadDir(g.Path + "/vfio-dev"); err == nil {
-			for _, c := range cdevs {
-				ig.Nodes = append(ig.Nodes, "/dev/vfio/devices/"+c)
-			}
-		}
-		for _, n := range ig.Nodes {
-			byNode[n] = append(byNode[n], i)
-		}
+	inv := &Inventory{Root: h.Root(), Tree: tree, Warnings: tree.Warnings, Holders: map[pci.Address][]holders.Holder{}, h: h, checked: map[pci.Address]bool{}}
+	// Every device that moves with a GPU is checked for users: the GPU, its functions,
+	// the other endpoints of its IOMMU group.
+	var devs []*pci.Device
+	for _, g := range gpus {
+		ig := GPU{GPU: g}
+		ig.Minor, ig.Nodes = inv.nodes(g.Device)
 		inv.GPUs = append(inv.GPUs, ig)
+		devs = append(devs, g.Device)
 	}
-	if len(byNode) > 0 {
-		scan, err := proc.OpenFiles(h, func(p string) bool { return len(byNode[p]) > 0 })
-		if err != nil {
-			inv.Warnings = append(inv.Warnings, fmt.Sprintf("processes: %v; holders unknown", err))
-		} else {
-			for _, p := range scan.Processes {
-				held := map[int]bool{}
-				for _, f := range p.Files {
-					for _, i := range byNode[f] {
-						held[i] = true
-					}
-				}
-				for i := range inv.GPUs {
-					if held[i] {
-						inv.GPUs[i].Holders = append(inv.GPUs[i].Holders, p)
-					}
-				}
-			}
-			if scan.Unreadable > 0 {
-				inv.Warnings = append(inv.Warnings, fmt.Sprintf("the open files of %d processes could not be read; run as root to see every holder", scan.Unreadable))
-			}
-		}
+	for _, g := range gpus {
+		devs = append(devs, g.Functions...)
+		devs = append(devs, tree.Group(g.IOMMUGroup)...)
+	}
+	inv.check(devs)
+	for i := range inv.GPUs {
+		inv.GPUs[i].Holders = inv.Holders[inv.GPUs[i].Address]
 	}
 	return inv, nil
+}
+
+// check looks for the users of devs (bridges never move, and are left out) not checked
+// yet, in one pass over the machine's processes, mounts and guests.
+func (inv *Inventory) check(devs []*pci.Device) {
+	gpuNodes := map[pci.Address][]string{}
+	for _, g := range inv.GPUs {
+		gpuNodes[g.Address] = g.Nodes
+	}
+	var todo []holders.Device
+	for _, d := range devs {
+		if inv.checked[d.Address] || d.IsBridge() {
+			continue
+		}
+		inv.checked[d.Address] = true
+		nodes, isGPU := gpuNodes[d.Address]
+		if !isGPU {
+			_, nodes = inv.nodes(d)
+		}
+		todo = append(todo, holders.Device{Address: d.Address, Path: d.Path, Driver: d.Driver, Nodes: nodes})
+	}
+	found := holders.Find(inv.h, todo)
+	maps.Copy(inv.Holders, found.Holders)
+	inv.Warnings = append(inv.Warnings, found.Warnings...)
+}
+
+// nodes returns a device's nvidia minor (-1 without one) and its device nodes.
+func (inv *Inventory) nodes(d *pci.Device) (int, []string) {
+	h := inv.h
+	minor := -1
+	var nodes []string
+	if d.Driver == "nvidia" {
+		m, err := NvidiaMinor(h, d.Address)
+		if err != nil {
+			inv.Warnings = append(inv.Warnings, fmt.Sprintf("%s: %v; /dev/nvidiaN unknown", d.Address, err))
+		} else {
+			minor = m
+			nodes = append(nodes, fmt.Sprintf("/dev/nvidia%d", m))
+		}
+	}
+	if d.Driver == "vfio-pci" && d.IOMMUGroup >= 0 {
+		nodes = append(nodes, fmt.Sprintf("/dev/vfio/%d", d.IOMMUGroup))
+	}
+	if cdevs, err := h.ReadDir(d.Path + "/vfio-dev"); err == nil {
+		for _, c := range cdevs {
+			nodes = append(nodes, "/dev/vfio/devices/"+c)
+		}
+	}
+	return minor, append(nodes, holders.DeviceNodes(h, d.Path)...)
 }
 
 // NvidiaMinor reads the device minor (N of /dev/nvidiaN) of a GPU from the nvidia

@@ -15,9 +15,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
-	"github.com/gpusplit/gpusplit/internal/proc"
 )
 
 // Driver names with a meaning of their own in a target.
@@ -81,8 +81,9 @@ type Move struct {
 	From       string // the driver now, "" when unbound
 	Override   string // driver_override now
 	To         string // the driver to end on; Default: the kernel's choice
-	// Holders are the processes holding the GPU open; a move of a held device is refused.
-	Holders []proc.Process
+	// Holders are what uses the device (processes, mounts, interfaces, guests: see
+	// package holders); a move of a held device is refused.
+	Holders []holders.Holder
 }
 
 // Done reports whether the device is already where the move would take it.
@@ -197,7 +198,7 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 		} else if d.KeepRest {
 			continue
 		}
-		if err := add(move(g, RoleGPU, g.Address, target, to, ig.Holders)); err != nil {
+		if err := add(move(g, RoleGPU, g.Address, target, to, inv.HoldersOf(g.Address))); err != nil {
 			return nil, err
 		}
 		// Functions follow the GPU: to vfio-pci or none with it, back to the kernel's
@@ -207,7 +208,7 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 			fto = Default
 		}
 		for _, f := range ig.Functions {
-			if err := add(move(f, RoleFunction, g.Address, target, fto, nil)); err != nil {
+			if err := add(move(f, RoleFunction, g.Address, target, fto, inv.HoldersOf(f.Address))); err != nil {
 				return nil, err
 			}
 		}
@@ -236,7 +237,7 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 					"or move the GPU to a slot with a group of its own",
 					m.IOMMUGroup, m.GPU, member.Address, member.Name(), DriverText(member.Driver))
 			default:
-				if err := add(move(member, RoleMember, m.GPU, m.Target, VFIO, nil)); err != nil {
+				if err := add(move(member, RoleMember, m.GPU, m.Target, VFIO, inv.HoldersOf(member.Address))); err != nil {
 					return nil, err
 				}
 			}
@@ -260,11 +261,11 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 	return p, nil
 }
 
-func move(dev *pci.Device, role Role, gpu pci.Address, target, to string, holders []proc.Process) Move {
+func move(dev *pci.Device, role Role, gpu pci.Address, target, to string, held []holders.Holder) Move {
 	return Move{
 		Device: dev.Address, Name: dev.Name(), Role: role, GPU: gpu, Target: target,
 		IOMMUGroup: dev.IOMMUGroup, NUMANode: dev.NUMANode,
-		From: dev.Driver, Override: dev.DriverOverride, To: to, Holders: holders,
+		From: dev.Driver, Override: dev.DriverOverride, To: to, Holders: held,
 	}
 }
 
