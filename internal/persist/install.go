@@ -17,49 +17,122 @@ var Paths = []string{UdevRule, Modprobe, PinScript, Unit}
 
 // Change is what Install or Remove did to one file.
 type Change struct {
-	Path   string
-	Action string // "written", "unchanged", "removed", "absent"
+	Path string
+	// Action: "written", "unchanged", "removed", "absent"; after a failure "untouched"
+	// (not reached), "restored" (changed, then put back) or "not restored".
+	Action string
 }
 
-// Install writes the files under h's root, each atomically (a temporary file beside it,
-// then a rename); a file that is already the same is left alone.
+// maxFile bounds what Install reads of a file it may replace: persist's files are small.
+const maxFile = 1 << 20
+
+// Install writes the files under h's root as one change: every new version is staged
+// beside its file before the first is replaced, and a failure puts back those already
+// replaced, so that a boot never sees a rule without its unit. A file that is already the
+// same is left alone.
 func Install(h *host.Host, files []File) ([]Change, error) {
-	var out []Change
-	for _, f := range files {
+	out := make([]Change, len(files))
+	b := &atomicfile.Batch{Fault: fault}
+	var staged []int // indexes into files, in the batch's order
+	for i, f := range files {
+		out[i] = Change{f.Path, "untouched"}
 		p, err := h.OSPath(f.Path)
 		if err != nil {
+			b.Abort()
 			return out, err
 		}
-		if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, []byte(f.Content)) {
-			out = append(out, Change{f.Path, "unchanged"})
+		old, existed, err := current(p)
+		if err != nil {
+			b.Abort()
+			return out, fmt.Errorf("%s: %w; nothing was written", f.Path, err)
+		}
+		if existed && bytes.Equal(old, []byte(f.Content)) {
+			out[i].Action = "unchanged"
 			continue
 		}
-		if err := writeAtomic(p, []byte(f.Content), fs.FileMode(f.Mode)); err != nil {
-			return out, fmt.Errorf("writing %s: %w", f.Path, err)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Abort()
+			return out, fmt.Errorf("writing %s: %w; nothing was written", f.Path, err)
 		}
-		out = append(out, Change{f.Path, "written"})
+		if err := b.Replace(p, old, existed, []byte(f.Content), fs.FileMode(f.Mode)); err != nil {
+			b.Abort()
+			return out, fmt.Errorf("writing %s: %w; nothing was written", f.Path, err)
+		}
+		staged = append(staged, i)
 	}
-	return out, nil
+	res, err := b.Commit()
+	for j, r := range res {
+		out[staged[j]].Action = map[atomicfile.State]string{atomicfile.Done: "written", atomicfile.Untouched: "untouched", atomicfile.Restored: "restored", atomicfile.NotRestored: "not restored"}[r.State]
+	}
+	return out, outcome(err)
 }
 
-// Remove deletes the files persist writes.
+// Remove deletes the files persist writes, all of them or none.
 func Remove(h *host.Host) ([]Change, error) {
-	var out []Change
-	for _, path := range Paths {
+	out := make([]Change, len(Paths))
+	b := &atomicfile.Batch{Fault: fault}
+	var staged []int
+	for i, path := range Paths {
+		out[i] = Change{path, "untouched"}
 		p, err := h.OSPath(path)
 		if err != nil {
 			return out, err
 		}
-		switch err := os.Remove(p); {
-		case err == nil:
-			out = append(out, Change{path, "removed"})
-		case errors.Is(err, fs.ErrNotExist):
-			out = append(out, Change{path, "absent"})
-		default:
-			return out, fmt.Errorf("removing %s: %w", path, err)
+		old, existed, err := current(p)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w; nothing was removed", path, err)
 		}
+		if !existed {
+			out[i].Action = "absent"
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w; nothing was removed", path, err)
+		}
+		b.Remove(p, old, fi.Mode().Perm())
+		staged = append(staged, i)
 	}
-	return out, nil
+	res, err := b.Commit()
+	for j, r := range res {
+		out[staged[j]].Action = map[atomicfile.State]string{atomicfile.Done: "removed", atomicfile.Untouched: "untouched", atomicfile.Restored: "restored", atomicfile.NotRestored: "not restored"}[r.State]
+	}
+	return out, outcome(err)
+}
+
+// fault is the tests' fault injection into Install and Remove.
+var fault func(step string) error
+
+// current reads what a file holds now, bounded; a file that is not a regular file is an
+// error (persist never replaces a FIFO or a device).
+func current(p string) ([]byte, bool, error) {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("is not a regular file (%s)", fi.Mode().Type())
+	}
+	if fi.Size() > maxFile {
+		return nil, false, fmt.Errorf("is larger than %d bytes: not persist's", maxFile)
+	}
+	b, err := os.ReadFile(p)
+	return b, true, err
+}
+
+// outcome words a failed commit: whether every file is as it was.
+func outcome(err error) error {
+	var ce *atomicfile.CommitError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if ce.Intact() {
+		return fmt.Errorf("%w; every file is as it was", err)
+	}
+	return fmt.Errorf("%w: put those files back by hand", err)
 }
 
 // Installed returns the files persist wrote that are present on h.
@@ -71,11 +144,4 @@ func Installed(h *host.Host) []File {
 		}
 	}
 	return out
-}
-
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, data, mode)
 }

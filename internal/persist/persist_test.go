@@ -1,7 +1,9 @@
 package persist
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -215,5 +217,77 @@ func TestInstallRemove(t *testing.T) {
 	}
 	if _, err := Install(snap, files); err == nil || !strings.Contains(err.Error(), "snapshot cannot be changed") {
 		t.Errorf("install into a snapshot: %v", err)
+	}
+}
+
+// Install and remove are all or nothing: each write and rename failed in turn leaves the
+// boot files as they were (a previous install, here, with one file changed since), so
+// that a boot never meets a rule without its unit.
+func TestInstallRemoveFaults(t *testing.T) {
+	_, files := demoFiles(t)
+	snapshot := func(dir string) string {
+		var b strings.Builder
+		filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() {
+				data, _ := os.ReadFile(p)
+				fmt.Fprintf(&b, "%s %v %q\n", p, fi.Mode(), data)
+			}
+			return nil
+		})
+		return b.String()
+	}
+	prepare := func(t *testing.T) (string, *host.Host) {
+		dir := t.TempDir()
+		h, err := host.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Install(h, files); err != nil {
+			t.Fatal(err)
+		}
+		// An older version of two of them, so that install has something to replace.
+		for _, p := range []string{UdevRule, Unit} {
+			os.WriteFile(filepath.Join(dir, p), []byte("# older\n"), 0o644)
+		}
+		return dir, h
+	}
+	// Install replaces the two changed files (two versions staged, two renames); remove
+	// removes all four (four removals, nothing staged).
+	for _, tc := range []struct {
+		op, step string
+		steps    int
+	}{{"install", "write", 2}, {"install", "rename", 2}, {"remove", "rename", 4}} {
+		op, step := tc.op, tc.step
+		for k := 1; k <= tc.steps; k++ {
+			t.Run(fmt.Sprintf("%s-%s-%d", op, step, k), func(t *testing.T) {
+				dir, h := prepare(t)
+				before := snapshot(dir)
+				n := 0
+				fault = func(s string) error {
+					if s == step {
+						if n++; n == k {
+							return errors.New("injected")
+						}
+					}
+					return nil
+				}
+				defer func() { fault = nil }()
+				var err error
+				if op == "install" {
+					_, err = Install(h, files)
+				} else {
+					_, err = Remove(h)
+				}
+				if err == nil || !strings.Contains(err.Error(), "injected") {
+					t.Fatalf("error %v", err)
+				}
+				if strings.Contains(err.Error(), "by hand") {
+					t.Errorf("%v", err)
+				}
+				if after := snapshot(dir); after != before {
+					t.Errorf("files changed:\nbefore\n%s\nafter\n%s", before, after)
+				}
+			})
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/host"
 )
 
@@ -167,12 +168,6 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// Write replaces one file as a transaction of one edit.
-func (w *Writer) Write(path, old, data string) error {
-	_, err := w.Commit([]Edit{{Path: path, Old: old, New: data}})
-	return err
-}
-
 // Commit writes the edits as one transaction: it takes every lock they need in a fixed
 // order (the cluster lock of pci.cfg, then the guests' locks by path); under all of them
 // it re-reads and checks every file (unchanged since it was read, not locked by Proxmox,
@@ -211,65 +206,60 @@ func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 	}
 	// Stage every new version, then keep every backup: a full disk or a failing write
 	// shows here, before any file changed.
-	cleanup := func() {
-		for _, f := range files {
-			if f.tmp != "" {
-				os.Remove(f.tmp)
-			}
-			if f.backup != "" {
-				os.Remove(f.backup)
-			}
+	batch := &atomicfile.Batch{Fault: w.inject}
+	var backups []string
+	abort := func(err error) ([]FileResult, error) {
+		batch.Abort()
+		for _, b := range backups {
+			os.Remove(b)
+		}
+		return res, &TxError{Failed: err, Files: res}
+	}
+	for i, f := range files {
+		if err := batch.Replace(f.target, []byte(edits[i].Old), f.existed, []byte(edits[i].New), f.mode); err != nil {
+			return abort(fmt.Errorf("writing %s: %w", edits[i].Path, err))
 		}
 	}
-	for i := range files {
-		tmp, err := w.stage(files[i].target, edits[i].New, files[i].mode)
-		if err != nil {
-			cleanup()
-			return res, &TxError{Failed: fmt.Errorf("writing %s: %w", edits[i].Path, err), Files: res}
-		}
-		files[i].tmp = tmp
-	}
-	for i := range files {
-		if !files[i].existed {
+	backupOf := make([]string, len(files))
+	for i, f := range files {
+		if !f.existed {
 			continue
 		}
 		b, err := w.backup(edits[i].Path, []byte(edits[i].Old))
 		if err != nil {
-			cleanup()
-			return res, &TxError{Failed: fmt.Errorf("backup of %s: %w", edits[i].Path, err), Files: res}
+			return abort(fmt.Errorf("backup of %s: %w", edits[i].Path, err))
 		}
-		files[i].backup = b
+		backups = append(backups, b)
+		backupOf[i] = b
 	}
-	for i := range files {
-		err := w.inject(stepRename)
-		if err == nil {
-			err = os.Rename(files[i].tmp, files[i].target)
+	done, err := batch.Commit()
+	for i, d := range done {
+		switch d.State {
+		case atomicfile.Done:
+			res[i].Outcome = Written
+		case atomicfile.Restored:
+			res[i].Outcome = Restored
+		case atomicfile.NotRestored:
+			res[i].Outcome, res[i].Error = NotRestored, d.Err.Error()
 		}
-		if err != nil {
-			for j := i; j < len(files); j++ {
-				os.Remove(files[j].tmp)
-			}
-			for j := i - 1; j >= 0; j-- {
-				res[j].Outcome = Restored
-				if rerr := w.restore(files[j], edits[j]); rerr != nil {
-					res[j].Outcome, res[j].Error = NotRestored, rerr.Error()
-				}
-			}
-			for j := range files {
-				switch {
-				case res[j].Outcome == NotRestored && files[j].backup != "":
-					res[j].Backup = filepath.Join(BackupDir, filepath.Base(files[j].backup))
-				case files[j].backup != "":
-					os.Remove(files[j].backup) // the file is as it was: nothing to keep
-				}
-			}
-			return res, &TxError{Failed: fmt.Errorf("replacing %s: %w", edits[i].Path, err), Files: res}
+		switch {
+		case backupOf[i] == "":
+		case res[i].Outcome == Written || res[i].Outcome == NotRestored:
+			res[i].Backup = filepath.Join(BackupDir, filepath.Base(backupOf[i]))
+		default:
+			os.Remove(backupOf[i]) // the file is as it was: nothing to keep
 		}
-		syncDir(filepath.Dir(files[i].target))
-		res[i].Outcome = Written
-		if files[i].backup != "" {
-			res[i].Backup = filepath.Join(BackupDir, filepath.Base(files[i].backup))
+	}
+	var ce *atomicfile.CommitError
+	if errors.As(err, &ce) {
+		for i, f := range files {
+			if f.target == ce.Path {
+				return res, &TxError{Failed: fmt.Errorf("replacing %s: %w", edits[i].Path, ce.Err), Files: res}
+			}
 		}
+	}
+	if err != nil {
+		return res, &TxError{Failed: err, Files: res}
 	}
 	return res, nil
 }
@@ -353,8 +343,6 @@ type file struct {
 	target  string // the real path on this machine
 	existed bool
 	mode    fs.FileMode
-	tmp     string // the staged new version
-	backup  string // the backup written, on this machine
 }
 
 // check re-reads every file and finds what would stop its replacement.
@@ -465,69 +453,9 @@ func inodeFlags(p string) uint32 {
 	return flags
 }
 
-// stage writes data to <target>.tmp.<pid>, fsynced, as Proxmox's tools name it.
-func (w *Writer) stage(target, data string, mode fs.FileMode) (string, error) {
-	tmp := fmt.Sprintf("%s.tmp.%d", target, os.Getpid())
-	if err := w.inject(stepWrite); err != nil {
-		return "", err
-	}
-	if err := writeSynced(tmp, []byte(data), mode); err != nil {
-		return "", err
-	}
-	return tmp, nil
-}
-
-func writeSynced(p string, data []byte, mode fs.FileMode) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(p)
-		return err
-	}
-	return nil
-}
-
-// syncDir makes a rename in dir durable. pmxcfs and some file systems refuse to fsync a
-// directory; the rename has happened all the same.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-}
-
-// restore puts a file back as it was before Commit renamed its new version in.
-func (w *Writer) restore(f file, e Edit) error {
-	if !f.existed {
-		if err := os.Remove(f.target); err != nil {
-			return fmt.Errorf("removing the new file: %w", err)
-		}
-		syncDir(filepath.Dir(f.target))
-		return nil
-	}
-	tmp, err := w.stage(f.target, e.Old, f.mode)
-	if err != nil {
-		return fmt.Errorf("writing the old version: %w", err)
-	}
-	err = w.inject(stepRename)
-	if err == nil {
-		err = os.Rename(tmp, f.target)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("renaming the old version back: %w", err)
-	}
-	syncDir(filepath.Dir(f.target))
-	return nil
-}
-
 // backup keeps the previous contents under BackupDir, named for the path and the time,
-// and returns where it is on this machine.
+// written atomically and synced before any file is replaced; it returns where it is on
+// this machine.
 func (w *Writer) backup(path string, data []byte) (string, error) {
 	dir, err := w.H.OSPath(BackupDir)
 	if err != nil {
@@ -541,10 +469,9 @@ func (w *Writer) backup(path string, data []byte) (string, error) {
 	}
 	name := strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "_") + "." + w.Now().UTC().Format("20060102T150405.000000000Z")
 	p := filepath.Join(dir, name)
-	if err := writeSynced(p, data, 0o600); err != nil {
+	if err := atomicfile.Write(p, data, 0o600); err != nil {
 		return "", err
 	}
-	syncDir(dir)
 	return p, nil
 }
 
