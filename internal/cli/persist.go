@@ -243,6 +243,11 @@ func newPersistInstall(g *globals) *cobra.Command {
   sudo gpusplit persist install --binary /usr/bin/gpusplit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !dryRun {
+				if err := needRoot(g, "persist install", "it writes /etc/udev, /etc/modprobe.d, /etc/systemd and /usr/lib/gpusplit"); err != nil {
+					return err
+				}
+			}
 			h, err := g.host()
 			if err != nil {
 				return err
@@ -304,6 +309,9 @@ func newPersistRemove(g *globals) *cobra.Command {
 		Short: "Disable the unit and remove the udev rule, modprobe.d hook and unit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needRoot(g, "persist remove", "it removes files from /etc and disables a systemd unit"); err != nil {
+				return err
+			}
 			h, err := g.host()
 			if err != nil {
 				return err

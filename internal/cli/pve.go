@@ -146,6 +146,11 @@ previous version under ` + pve.BackupDir + `.`,
 			if apply && dryRun {
 				return errors.New("--apply and --dry-run contradict each other; use one")
 			}
+			if apply {
+				if err := needRoot(g, "pve sync --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+					return err
+				}
+			}
 			pl, err := d.plan(g)
 			if err != nil {
 				return err

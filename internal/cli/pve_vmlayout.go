@@ -44,6 +44,11 @@ docs/vm-topology.md has the details.`,
 			if apply && dryRun {
 				return errors.New("--apply and --dry-run contradict each other; use one")
 			}
+			if apply {
+				if err := needRoot(g, "pve vm-layout --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+					return err
+				}
+			}
 			h, inv, err := g.inventory()
 			if err != nil {
 				return err

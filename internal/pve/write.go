@@ -527,10 +527,15 @@ func (w *Writer) take(l lockRef) (func(), error) {
 	if err := w.inject(stepLock); err != nil {
 		return nil, err
 	}
+	take := w.flock
 	if l.cluster {
-		return w.clusterLock(l.path)
+		take = w.clusterLock
 	}
-	return w.flock(l.path)
+	unlock, err := take(l.path)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%w: taking Proxmox's locks needs root", err)
+	}
+	return unlock, err
 }
 
 // probe says whether a lock is held now, without waiting and without creating it.
