@@ -336,5 +336,5 @@ func proxmoxPreflight(g *globals, pl *planned) error {
 	if doc == nil {
 		return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox asks for cannot be computed: %w", err)
 	}
-	return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox runs after the move would stop (gpusplit pve sync --dry-run shows it):\n  %s", strings.Join(doc.Problems, "\n  "))
+	return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox runs after the move would stop (gpusplit pve sync --dry-run shows it; a refused result is written only by gpusplit pve sync --apply --force):\n  %s", strings.Join(doc.Problems, "\n  "))
 }
