@@ -37,6 +37,9 @@ type Device struct {
 	// Addr is slot[.function] on that bus, as QEMU's addr= ("0x10.0"); empty: the next free.
 	Addr  string
 	Props []string // other properties: "numa_node=1", "bus_nr=0x40", "mac=…", "multifunction=on"
+	// Disk gives the device (an nvme, a virtio-blk-pci) a blank raw disk of this many
+	// bytes, made for each boot and gone after it; 0 for none.
+	Disk int64
 }
 
 func (d Device) has(prop string) bool {
@@ -86,6 +89,9 @@ func (t Topology) args() []string {
 			props = append(props, "addr="+d.Addr)
 		}
 		props = append(props, d.Props...)
+		if d.Disk > 0 {
+			props = append(props, "drive="+diskID(d))
+		}
 		switch d.Model {
 		case "pcie-root-port", "xio3130-downstream":
 			// Every slot of a PCIe port needs a distinct chassis/slot pair.
@@ -109,6 +115,33 @@ func (t Topology) args() []string {
 		args = append(args, "-device", strings.Join(props, ","))
 	}
 	return args
+}
+
+func diskID(d Device) string { return d.ID + "-disk" }
+
+// disks makes the blank disk images of the topology's devices in dir and returns their
+// -drive options.
+func (t Topology) disks(dir string) ([]string, error) {
+	var args []string
+	for _, d := range t.Devices {
+		if d.Disk <= 0 {
+			continue
+		}
+		img := filepath.Join(dir, d.ID+".img")
+		f, err := os.Create(img)
+		if err != nil {
+			return nil, err
+		}
+		err = f.Truncate(d.Disk) // sparse: nothing is written until the guest writes
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("disk image of %s: %w", d.ID, err)
+		}
+		args = append(args, "-drive", fmt.Sprintf("if=none,id=%s,file=%s,format=raw", diskID(d), img))
+	}
+	return args, nil
 }
 
 // cmdline is the guest kernel's command line. no_timer_check: under TCG on a loaded host
@@ -257,7 +290,11 @@ func (v *VM) run(ctx context.Context, topo Topology, script string) (*Result, er
 	if err := os.WriteFile(initrdPath, initrd, 0o644); err != nil {
 		return nil, err
 	}
-	args := append(topo.args(), "-kernel", v.Kernel.Image, "-initrd", initrdPath, "-append", topo.cmdline())
+	disks, err := topo.disks(dir)
+	if err != nil {
+		return nil, err
+	}
+	args := append(append(disks, topo.args()...), "-kernel", v.Kernel.Image, "-initrd", initrdPath, "-append", topo.cmdline())
 	ctx, cancel := context.WithTimeout(ctx, v.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
