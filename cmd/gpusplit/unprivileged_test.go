@@ -34,6 +34,8 @@ func TestUnprivilegedWrites(t *testing.T) {
 		{[]string{"pve", "vm-layout", "--vm", "131", "--apply"}, "pve vm-layout --apply needs root"},
 		{[]string{"persist", "install", "--vfio", "numa:1"}, "persist install needs root"},
 		{[]string{"persist", "remove"}, "persist remove needs root"},
+		{[]string{"apply", "--vfio", "numa:1", "--yes"}, "apply needs root (it rebinds PCI devices through /sys"},
+		{[]string{"rollback", "--yes"}, "rollback needs root"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)

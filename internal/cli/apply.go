@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
@@ -111,6 +112,11 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
   gpusplit --demo apply --vfio numa:1 --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !c.dryRun {
+				if err := needRoot(g, "apply", "it rebinds PCI devices through /sys and keeps its journal in "+bind.StateDir); err != nil {
+					return err
+				}
+			}
 			pl, err := d.plan(g)
 			if err != nil {
 				return err
@@ -181,19 +187,21 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				}
 				if !g.json() {
 					if err := syncProxmox(g, after, pve.SyncOptions{}, syncMode{apply: true}); err != nil {
-						return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w; gpusplit rollback puts the GPUs back, gpusplit pve sync --apply retries the sync", err)
+						return undoMove(ctx, g, h, k, inv, c, err)
 					}
 					return nil
 				}
 				doc, serr := runSync(after, pve.SyncOptions{}, syncMode{apply: true})
 				result := resultJSON(res, nil)
 				result.Proxmox = doc
+				if serr != nil {
+					serr = undoMove(ctx, g, h, k, inv, c, serr)
+					result.RolledBack = true
+				}
 				if jerr := g.writeJSON(result); jerr != nil {
 					return jerr
 				}
-				if serr != nil {
-					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w; gpusplit rollback puts the GPUs back, gpusplit pve sync --apply retries the sync", serr)
-				}
+				return serr
 			}
 			return nil
 		},
@@ -201,6 +209,21 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 	d.register(cmd)
 	c.register(cmd)
 	return cmd
+}
+
+// undoMove puts the GPUs back after the Proxmox sync that follows the move failed (a lock
+// taken, or a file changed, after the check before the move): with every Proxmox file as
+// it was, the GPUs on their old drivers is the state that goes with it. The error says
+// what happened to both.
+func undoMove(ctx context.Context, g *globals, h *host.Host, k bind.Kernel, inv *inventory.Inventory, c changeFlags, syncErr error) error {
+	j, err := bind.ReadJournal(h)
+	if err == nil {
+		_, err = bind.Rollback(ctx, h, k, j, bind.Scope{Movable: movable(inv)}, nil, c.options(g))
+	}
+	if err != nil {
+		return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w\nputting the GPUs back failed too: %v\ngpusplit rollback puts them back, gpusplit pve sync --apply retries the sync", syncErr, err)
+	}
+	return fmt.Errorf("Proxmox was not synced, so the GPUs were put back on their drivers: %w", syncErr)
 }
 
 // openKernel is the kernel apply and rollback change: the running one behind h, or an
@@ -245,6 +268,9 @@ type resultDoc struct {
 	Error      string            `json:"error"`
 	// Proxmox is the sync that followed, when the desired state asks for one.
 	Proxmox *syncDoc `json:"proxmox,omitempty"`
+	// RolledBack: the sync failed, and the devices were put back (or that was tried:
+	// the error says whether it worked).
+	RolledBack bool `json:"rolled_back,omitempty"`
 }
 
 func resultJSON(res *bind.Result, err error) resultDoc {

@@ -38,6 +38,11 @@ is not a GPU without a driver.`,
   sudo gpusplit --devices 8086:10d3 rollback`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !c.dryRun {
+				if err := needRoot(g, "rollback", "it rebinds PCI devices through /sys"); err != nil {
+					return err
+				}
+			}
 			h, err := g.host()
 			if err != nil {
 				return err
