@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
@@ -145,6 +146,9 @@ previous version under ` + pve.BackupDir + `.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if apply && dryRun {
 				return errors.New("--apply and --dry-run contradict each other; use one")
+			}
+			if vmMapping != "" && !plan.ValidMappingID(vmMapping) {
+				return fmt.Errorf("--vm-mapping %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_'", vmMapping)
 			}
 			if apply {
 				if err := needRoot(g, "pve sync --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {

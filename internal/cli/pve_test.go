@@ -173,3 +173,12 @@ func TestPVESyncTransaction(t *testing.T) {
 		samePVEFiles(t, root, before)
 	})
 }
+
+func TestPVESyncVMMappingName(t *testing.T) {
+	for _, name := range []string{"9gpus", "a", "gpus vm", "gpus/vm"} {
+		if _, _, err := run(t, "--demo", "pve", "sync", "--vfio", "numa:1", "--vm-mapping", name); err == nil || !strings.Contains(err.Error(), "is not a Proxmox mapping id") {
+			t.Errorf("--vm-mapping %q: %v", name, err)
+		}
+	}
+	mustRun(t, "--demo", "pve", "sync", "--vfio", "numa:1", "--vm-mapping", "gpus-vm")
+}

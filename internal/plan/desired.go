@@ -142,6 +142,9 @@ func ParseFile(name string, data []byte) (*File, error) {
 // pve-vmid (100 to 999999999; lower ids are reserved).
 var mappingID = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]+$`)
 
+// ValidMappingID reports whether id is a name Proxmox accepts for a mapping.
+func ValidMappingID(id string) bool { return mappingID.MatchString(id) }
+
 const (
 	minGuestID = 100
 	maxGuestID = 999999999

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gpusplit/gpusplit/internal/plan"
 )
 
 // MappingPath is the cluster-wide file of PCI mappings.
@@ -142,7 +144,6 @@ type MappingFile struct {
 }
 
 var (
-	configID  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]+$`)
 	pciPath   = regexp.MustCompile(`^[a-f0-9]{4,}:[a-f0-9]{2}:[a-f0-9]{2}(\.[a-f0-9])?$`)
 	hexID     = regexp.MustCompile(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$`)
 	nodeName  = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
@@ -194,7 +195,7 @@ func ParseMappings(name, data string) (*MappingFile, error) {
 				return nil, errAt(i, "header %q follows section %q without an empty line: Proxmox reads it as a property of %q", strings.TrimSpace(t), cur.ID, cur.ID)
 			}
 			id := strings.TrimRight(t, " \t")
-			if !configID.MatchString(id) {
+			if !plan.ValidMappingID(id) {
 				return nil, errAt(i, "%q is not a mapping id (a letter, then letters, digits, - or _)", id)
 			}
 			if j, ok := seen[id]; ok {
