@@ -62,7 +62,7 @@ type Holder struct {
 func (h Holder) String() string {
 	switch h.Kind {
 	case KindProcess:
-		s := fmt.Sprintf("%s (pid %d)", h.Command, h.PID)
+		s := fmt.Sprintf("%s (pid %d)", commandName(h.Process), h.PID)
 		if h.Container > 0 {
 			s += fmt.Sprintf(" in container %d", h.Container)
 		}
