@@ -3,7 +3,10 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,15 +17,22 @@ import (
 )
 
 func newSnapshot(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "snapshot [-o FILE]",
+	var summary string
+	cmd := &cobra.Command{
+		Use:   "snapshot [-o FILE] [--summary text|json]",
 		Short: "Capture what gpusplit reads into a .tar.gz that --root reads back",
 		Long: `Capture what gpusplit reads from this host into a snapshot archive: the PCI parts of
 sysfs with their links, IOMMU groups, NUMA nodes, the nvidia driver's /proc files, the
-processes holding GPUs (name, cgroup, program; never their arguments), the kernel log,
-/proc/cmdline, the boot configuration (/etc/default/grub*, /etc/kernel/cmdline,
-/etc/modprobe.d) and the Proxmox files gpusplit uses (/etc/pve/mapping, the VM and
-container configs). Nothing else: never /etc/pve/priv, never keys.
+processes holding GPUs (name, cgroup, program name; never their arguments), the kernel
+log, /proc/cmdline, the boot configuration (/etc/default/grub*, /etc/kernel/cmdline,
+/etc/modprobe.d), /etc/gpusplit/split.toml and the Proxmox files gpusplit uses
+(/etc/pve/mapping/pci.cfg, the VM and container configs). Nothing else: never
+/etc/pve/priv, never keys. Of a VM or container config only the keys gpusplit reads are
+kept (hostpciN, devN, numa, numaN, machine, cores, sockets, memory, arch, ostype, bios,
+hookscript, lock, lxc.cgroup2.devices.allow, the lxc.mount.entry lines of device nodes,
+and args with every secret, password, key, token, data= and string= value replaced by
+<redacted>), in every section; description, cipassword, sshkeys, lxc.environment, disks
+and networks stay out.
 
 Every command then runs on it with --root FILE, which makes a snapshot the thing to
 attach to a bug report. Run it as root, so that config space, the kernel log and every
@@ -30,13 +40,17 @@ process can be read.
 
 -o names the archive (- for standard output); the default is
 gpusplit-<hostname>-<date>.tar.gz in the current directory. A summary of what was
-captured goes to standard error.`,
+captured, and of what was left out of which file (keys and counts, never the values), goes
+to standard error; --summary json writes it as JSON there instead.`,
 		Example: `  sudo gpusplit snapshot
   sudo gpusplit snapshot -o /tmp/kpro6.tar.gz
   gpusplit --demo snapshot -o demo.tar.gz && gpusplit --root demo.tar.gz topo`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{outputIsFile: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if summary != "text" && summary != "json" {
+				return fmt.Errorf("--summary %q: the summary is text or json", summary)
+			}
 			h, err := g.host()
 			if err != nil {
 				return err
@@ -61,8 +75,20 @@ captured goes to standard error.`,
 			} else if err := atomicfile.Write(file, buf.Bytes(), 0o644); err != nil {
 				return err
 			}
+			if summary == "json" {
+				b, err := jsonBytes(struct {
+					Archive string `json:"archive"`
+					*snapshot.Summary
+				}{file, sum})
+				if err != nil {
+					return err
+				}
+				_, err = g.stderr.Write(b)
+				return err
+			}
 			fmt.Fprintf(g.stderr, "captured %s: %d files, %d links, %d directories, %s of contents, %s compressed, into %s\n",
 				sum.Root, sum.Files, sum.Links, sum.Directories, byteSize(sum.Bytes), byteSize(sum.ArchiveBytes), file)
+			writeRedactions(g.stderr, sum)
 			if len(sum.Unreadable) > 0 {
 				fmt.Fprintf(g.stderr, "warning: %d files could not be read (run as root to capture them): %s\n",
 					len(sum.Unreadable), strings.Join(first(sum.Unreadable, 5), ", "))
@@ -70,6 +96,42 @@ captured goes to standard error.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&summary, "summary", "text", "how to write the summary to standard error: text or json")
+	return cmd
+}
+
+// writeRedactions says, file by file, which keys' lines were left out and which values
+// were replaced, with their numbers: what the archive lacks, without saying what it was.
+func writeRedactions(w io.Writer, sum *snapshot.Summary) {
+	if len(sum.Redacted) > 0 {
+		fmt.Fprintf(w, "left out of %d captured files (keys and counts; the values are nowhere in the archive):\n", len(sum.Redacted))
+	}
+	for _, r := range sum.Redacted {
+		var parts []string
+		if len(r.Replaced) > 0 {
+			parts = append(parts, "replaced: "+countedKeys(r.Replaced))
+		}
+		if len(r.LeftOut) > 0 {
+			parts = append(parts, "left out: "+countedKeys(r.LeftOut))
+		}
+		fmt.Fprintf(w, "  %s: %s\n", r.File, strings.Join(parts, "; "))
+	}
+	if len(sum.FilesLeftOut) > 0 {
+		fmt.Fprintf(w, "not captured, as gpusplit does not read them: %s\n", strings.Join(sum.FilesLeftOut, ", "))
+	}
+}
+
+// countedKeys is "args ×2, description, net0": the keys in order, with their counts above one.
+func countedKeys(m map[string]int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] > 1 {
+			out = append(out, fmt.Sprintf("%s ×%d", k, m[k]))
+		} else {
+			out = append(out, k)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func byteSize(n int64) string {

@@ -2,7 +2,9 @@
 // --root reads back: the PCI parts of sysfs with their links, IOMMU groups, NUMA nodes,
 // the nvidia driver's procfs, the processes holding GPUs, the kernel log, and the boot
 // and Proxmox files gpusplit looks at. Nothing else goes in: never /etc/pve/priv, never
-// keys, never a process's arguments beyond its program.
+// keys, of a guest config only the keys gpusplit reads (with the secrets in args
+// redacted), of a process only its program's name, of /etc/gpusplit only split.toml.
+// What it leaves out of the files it captures it reports, without the values.
 package snapshot
 
 import (
@@ -19,6 +21,8 @@ import (
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
 // deviceFiles are the attributes of a PCI device directory that are captured.
@@ -52,6 +56,11 @@ type Summary struct {
 	Bytes        int64    `json:"bytes"`         // contents, uncompressed
 	Unreadable   []string `json:"unreadable"`    // paths that exist but could not be read
 	ArchiveBytes int64    `json:"archive_bytes"` // the .tar.gz as written
+	// Redacted are the captured files that lost lines or values on the way, in path
+	// order; FilesLeftOut the files beside captured ones (in /etc/gpusplit and
+	// /etc/pve/mapping) that gpusplit does not read and the snapshot does not hold.
+	Redacted     []Redaction `json:"redacted"`
+	FilesLeftOut []string    `json:"files_left_out"`
 }
 
 // capture collects entries before writing, so the archive is sorted and deterministic.
@@ -61,20 +70,29 @@ type capture struct {
 	links map[string]string
 	dirs  map[string]bool
 	bad   []string
+	// redacted is what was left out of captured files, by path; leftOut the files left out.
+	redacted map[string]Redaction
+	leftOut  []string
 }
 
 // Capture reads h and writes the snapshot archive to w.
 func Capture(h *host.Host, w io.Writer) (*Summary, error) {
-	c := &capture{h: h, files: map[string][]byte{}, links: map[string]string{}, dirs: map[string]bool{}}
+	c := &capture{h: h, files: map[string][]byte{}, links: map[string]string{}, dirs: map[string]bool{}, redacted: map[string]Redaction{}}
 	if err := c.pci(); err != nil {
 		return nil, err
 	}
 	c.system()
 	c.processes()
 	c.etc()
-	s := &Summary{Root: h.Root(), Unreadable: c.bad}
+	s := &Summary{Root: h.Root(), Unreadable: c.bad, Redacted: []Redaction{}, FilesLeftOut: c.leftOut}
 	if s.Unreadable == nil {
 		s.Unreadable = []string{}
+	}
+	for _, p := range slices.Sorted(maps.Keys(c.redacted)) {
+		s.Redacted = append(s.Redacted, c.redacted[p])
+	}
+	if s.FilesLeftOut == nil {
+		s.FilesLeftOut = []string{}
 	}
 	cw := &countingWriter{w: w}
 	if err := c.write(cw, s); err != nil {
@@ -203,7 +221,10 @@ func (c *capture) system() {
 
 // processes captures the processes that hold a GPU's device node open: their name,
 // cgroup (which Proxmox guest) and those open files. Arguments stay out: they can hold
-// secrets; only the program's path is kept.
+// secrets. So does argv[0] but for its program's name (programName), and only where
+// that name begins with comm, the kernel's copy of the executable's file name (cut at
+// 15 characters): a process may rewrite argv[0] into a title holding anything
+// ("postgres: app password=…"), and where it agrees with no file name it goes too.
 func (c *capture) processes() {
 	pids, err := c.h.ReadDir("/proc")
 	if err != nil {
@@ -231,11 +252,33 @@ func (c *capture) processes() {
 		}
 		c.file(dir + "/comm")
 		c.file(dir + "/cgroup")
-		if b, err := c.h.ReadFile(dir + "/cmdline"); err == nil {
-			prog, _, _ := strings.Cut(string(b), "\x00")
-			c.files[dir+"/cmdline"] = []byte(prog + "\x00")
+		c.cmdline(dir)
+	}
+}
+
+// cmdline captures a process's argv[0] reduced to its program's name, and notes what
+// went: the arguments, and argv[0] where it was more than that name.
+func (c *capture) cmdline(dir string) {
+	b, err := c.h.ReadFile(dir + "/cmdline")
+	if err != nil || strings.Trim(string(b), "\x00") == "" {
+		return // a kernel thread or a zombie: nothing to keep
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	r := Redaction{File: dir + "/cmdline", LeftOut: map[string]int{}, Replaced: map[string]int{}}
+	if len(args) > 1 {
+		r.LeftOut["arguments"] = len(args) - 1
+	}
+	comm, _ := c.h.ReadString(dir + "/comm")
+	prog := programName(args[0])
+	if prog == "" || comm == "" || !strings.HasPrefix(prog, comm) {
+		r.LeftOut["argv[0]"] = 1
+	} else {
+		c.files[dir+"/cmdline"] = []byte(prog + "\x00")
+		if prog != args[0] {
+			r.Replaced["argv[0]"] = 1 // by its program's name
 		}
 	}
+	c.note(r)
 }
 
 // etc captures the boot configuration and the Proxmox files gpusplit reads.
@@ -243,9 +286,15 @@ func (c *capture) etc() {
 	for _, f := range []string{"/etc/hostname", "/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-uuids", "/etc/modules"} {
 		c.file(f)
 	}
-	for _, d := range []string{"/etc/default/grub.d", "/etc/modprobe.d", "/etc/modules-load.d", "/etc/pve/mapping", "/etc/gpusplit"} {
+	for _, d := range []string{"/etc/default/grub.d", "/etc/modprobe.d", "/etc/modules-load.d"} {
 		c.each(d, func(p string) { c.file(p) })
 	}
+	// Of /etc/gpusplit and /etc/pve/mapping only the file gpusplit reads: the others
+	// (usb.cfg, dir.cfg, whatever an administrator keeps beside split.toml) are not its
+	// business. pci.cfg is kept whole: every line of it is read, its descriptions are
+	// written back by pve sync, and Proxmox shows them to anyone who may see the mapping.
+	c.only("/etc/gpusplit", path.Base(plan.DefaultConfig))
+	c.only("/etc/pve/mapping", path.Base(pve.MappingPath))
 	// The guest configs of every node, and the links that point at this node's.
 	for _, l := range []string{"/etc/pve/local", "/etc/pve/qemu-server", "/etc/pve/lxc"} {
 		c.link(l)
@@ -254,12 +303,45 @@ func (c *capture) etc() {
 		for _, kind := range []string{"qemu-server", "lxc"} {
 			c.each(node+"/"+kind, func(p string) {
 				if strings.HasSuffix(p, ".conf") {
-					c.file(p)
+					c.guest(p)
 				}
 			})
 		}
 	})
 	c.file("/run/qemu-server/pci-id-reservations")
+}
+
+// only captures the file name of dir, and notes every other entry of dir as left out.
+func (c *capture) only(dir, name string) {
+	names, err := c.h.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	c.dir(dir)
+	for _, n := range names {
+		if n == name {
+			c.file(dir + "/" + n)
+		} else {
+			c.leftOut = append(c.leftOut, dir+"/"+n)
+		}
+	}
+}
+
+// guest captures a VM or container config reduced to what gpusplit reads.
+func (c *capture) guest(p string) {
+	c.file(p)
+	if b, ok := c.files[p]; ok {
+		var r Redaction
+		c.files[p], r = reduceGuest(p, b)
+		c.note(r)
+	}
+}
+
+// note keeps a redaction that left something out.
+func (c *capture) note(r Redaction) {
+	if !r.empty() {
+		c.redacted[r.File] = r
+	}
 }
 
 // file captures a regular file; a missing one is skipped, an unreadable one noted.

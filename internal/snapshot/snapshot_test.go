@@ -145,7 +145,7 @@ func TestCaptureLeavesOutSecrets(t *testing.T) {
 		}
 	}
 	for p, want := range map[string]string{
-		"proc/77/cmdline":              "/usr/bin/python3\x00",
+		"proc/77/cmdline":              "python3\x00",
 		"proc/77/fd/3":                 "-> /dev/nvidia0",
 		"proc/77/cgroup":               "0::/lxc/129/ns\n",
 		"etc/pve/nodes/n/lxc/129.conf": "arch: amd64\n",

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+// secretSample is the sample host with secrets planted where Proxmox and its users keep
+// them: guest descriptions, cloud-init passwords and keys, container environments, a
+// snapshot section, pending changes, files beside split.toml; and a split.toml, which a
+// snapshot must carry.
+func secretSample(t *testing.T) (string, []string) {
+	t.Helper()
+	root := t.TempDir()
+	if err := samplehost.Unpack(root); err != nil {
+		t.Fatal(err)
+	}
+	put := func(rel, body string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(t, root, vm131, func(s string) string {
+		return "#ops: root password cli-desc-s3cr3t\n" + s +
+			"cipassword: cli-cipw-s3cr3t\nsshkeys: ssh-ed25519%20AAAA%20cli-sshkeys-s3cr3t\n" +
+			"\n[pre-split]\n#before the split, cli-snapdesc-s3cr3t\nargs: -object secret,id=s,data=cli-snapargs-s3cr3t\ncipassword: cli-snapcipw-s3cr3t\nhostpci0: mapping=pro6000,pcie=1\n" +
+			"\n[PENDING]\ncipassword: cli-pending-s3cr3t\n"
+	})
+	edit(t, root, "etc/pve/nodes/kpro6/lxc/129.conf", func(s string) string {
+		return s + "lxc.environment: HF_TOKEN=cli-env-s3cr3t\nlxc.mount.entry: /tank/cli-mount-s3cr3t mnt/keys none bind 0 0\n"
+	})
+	// A VM laid out by gpusplit already, with a secret object beside its devices.
+	put("etc/pve/nodes/kpro6/qemu-server/132.conf", "args: -object secret,id=s0,data=cli-args-s3cr3t -device pxb-pcie,id=gpusplit-pxb0,bus_nr=128,numa_node=0,bus=pcie.0,addr=0x2\nmachine: q35\nmemory: 4096\nname: laid-out\n")
+	put("etc/gpusplit/split.toml", "[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n")
+	put("etc/gpusplit/notify.env", "SLACK_TOKEN=cli-gpusplit-s3cr3t\n")
+	put("etc/pve/mapping/dir.cfg", "models\n\tmap node=kpro6,path=/tank/cli-dirmap-s3cr3t\n")
+	return root, []string{"cli-desc-s3cr3t", "cli-cipw-s3cr3t", "cli-sshkeys-s3cr3t", "cli-snapdesc-s3cr3t",
+		"cli-snapargs-s3cr3t", "cli-snapcipw-s3cr3t", "cli-pending-s3cr3t", "cli-env-s3cr3t", "cli-mount-s3cr3t",
+		"cli-gpusplit-s3cr3t", "cli-dirmap-s3cr3t", "cli-args-s3cr3t"}
+}
+
+// A snapshot holds none of the secrets and says, in text and in JSON, what it left out
+// of which file; and every command reads the same from it as from the host it was taken
+// of, but for the lines gpusplit does not read, which its diffs show as context.
+func TestSnapshotRedactsAndServes(t *testing.T) {
+	root, secrets := secretSample(t)
+	archive := filepath.Join(t.TempDir(), "snap.tar.gz")
+	_, text, err := run(t, "--root", root, "snapshot", "-o", archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, jsonText, err := run(t, "--root", root, "snapshot", "-o", archive, "--summary", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		if bytes.Contains(raw, []byte(s)) {
+			t.Errorf("the archive holds %s", s)
+		}
+		if strings.Contains(text+jsonText, s) {
+			t.Errorf("the summary names %s", s)
+		}
+	}
+
+	var sum struct {
+		Archive  string `json:"archive"`
+		Redacted []struct {
+			File     string         `json:"file"`
+			LeftOut  map[string]int `json:"left_out"`
+			Replaced map[string]int `json:"replaced"`
+		} `json:"redacted"`
+		FilesLeftOut []string `json:"files_left_out"`
+	}
+	if err := json.Unmarshal([]byte(jsonText), &sum); err != nil {
+		t.Fatalf("--summary json: %v\n%s", err, jsonText)
+	}
+	found := map[string]bool{}
+	for _, r := range sum.Redacted {
+		switch r.File {
+		case "/etc/pve/nodes/kpro6/qemu-server/131.conf":
+			found[r.File] = r.LeftOut["cipassword"] == 3 && r.LeftOut["description"] == 3 && r.LeftOut["sshkeys"] == 1 && r.Replaced["args"] == 1
+		case "/etc/pve/nodes/kpro6/lxc/129.conf":
+			found[r.File] = r.LeftOut["lxc.environment"] == 1 && r.LeftOut["lxc.mount.entry"] == 1
+		case "/proc/48213/cmdline":
+			found[r.File] = r.LeftOut["arguments"] == 6
+		}
+	}
+	if len(found) != 3 || !found["/etc/pve/nodes/kpro6/qemu-server/131.conf"] || !found["/etc/pve/nodes/kpro6/lxc/129.conf"] || !found["/proc/48213/cmdline"] {
+		t.Errorf("the JSON summary does not say what was left out (%v):\n%s", found, jsonText)
+	}
+	if sum.Archive != archive || strings.Join(sum.FilesLeftOut, " ") != "/etc/gpusplit/notify.env /etc/pve/mapping/dir.cfg" {
+		t.Errorf("archive %q, files left out %v", sum.Archive, sum.FilesLeftOut)
+	}
+	for _, want := range []string{
+		"  /etc/pve/nodes/kpro6/qemu-server/131.conf: replaced: args; left out: agent, balloon, boot, cipassword ×3, cpu, description ×3,",
+		"  /etc/pve/nodes/kpro6/lxc/129.conf: left out: description, features, hostname, lxc.environment, lxc.mount.entry, mp0,",
+		"  /proc/48213/cmdline: replaced: argv[0]; left out: arguments ×6\n",
+		"not captured, as gpusplit does not read them: /etc/gpusplit/notify.env, /etc/pve/mapping/dir.cfg\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, text)
+		}
+	}
+
+	// Unpacked, so that both roots are directories and differ only in what they hold.
+	unpacked := t.TempDir()
+	unpack(t, raw, unpacked)
+	for _, c := range []struct {
+		args []string
+		exit int
+		diff bool   // the output holds diffs of Proxmox files
+		says string // a line that shows the command did its work
+	}{
+		{[]string{"inventory"}, 0, false, "nvidia-persistenced[2211]; python3[48213] in CT 129"},
+		{[]string{"topo"}, 0, false, "GPU7\tSYS"},
+		{[]string{"doctor"}, 1, false, "16 checks, 0 errors, 2 warnings"},
+		{[]string{"doctor", "-o", "json"}, 1, false, `"id": "split-drift"`},
+		{[]string{"nccl-topo"}, 0, false, "<system"},
+		// plan and status read the desired split from the snapshot's split.toml.
+		{[]string{"plan"}, 0, false, "8 moves"},
+		{[]string{"status"}, 3, false, "DRIFT"},
+		{[]string{"pve", "mappings"}, 0, false, "2 PCI mappings"},
+		{[]string{"pve", "sync", "--dry-run"}, 0, true, "+numa0: cpus=0-63,hostnodes=1,memory=262144,policy=bind"},
+		{[]string{"pve", "vm-layout", "--vm", "131"}, 0, true, "+args: -device pxb-pcie,id=gpusplit-pxb0"},
+		{[]string{"pve", "vm-layout", "--vm", "132"}, 0, false, "VM 132 already has gpusplit's layout"},
+	} {
+		want, wantErr := runOn(t, root, c.args, c.diff)
+		got, gotErr := runOn(t, unpacked, c.args, c.diff)
+		if exitCode(wantErr) != c.exit || !strings.Contains(want, c.says) {
+			t.Errorf("gpusplit %s on the host: %v, without %q:\n%s", strings.Join(c.args, " "), wantErr, c.says, want)
+		}
+		if want != got || exitCode(wantErr) != exitCode(gotErr) {
+			t.Errorf("gpusplit %s: on the host (%v)\n%s\non its snapshot (%v)\n%s", strings.Join(c.args, " "), wantErr, want, gotErr, got)
+		}
+	}
+}
+
+// runOn runs a command on a root and returns what it says, with the root's name made
+// ROOT and, where diff is set, the diffs' context and hunk lines left out: the
+// snapshot's configs lack the lines gpusplit does not read, so only what the diffs
+// change can be compared.
+func runOn(t *testing.T, root string, args []string, diff bool) (string, error) {
+	t.Helper()
+	out, stderr, err := run(t, append([]string{"--root", root}, args...)...)
+	var kept []string
+	for _, line := range strings.Split(out+stderr, "\n") {
+		if diff && (strings.HasPrefix(line, " ") || strings.HasPrefix(line, "@@ ")) {
+			continue
+		}
+		kept = append(kept, strings.ReplaceAll(line, root, "ROOT"))
+	}
+	return strings.Join(kept, "\n"), err
+}
+
+func exitCode(err error) int {
+	var e *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return e.Code
+	}
+	return 1
+}
+
+// unpack writes a tar stream's directories, links and files under dir.
+func unpack(t *testing.T, raw []byte, dir string) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(raw))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(hdr.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(hdr.Linkname, p)
+		default:
+			var b []byte
+			if b, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(p, b, 0o644)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
