@@ -174,9 +174,9 @@ func redactToken(tok string) (string, int) {
 	return out.String(), n
 }
 
-// secretWords in a property's name mark its value as secret: password=, key-secret=,
-// passwd=, tls-creds=, token=, and QEMU's data= and fw_cfg's string=, which carry
-// arbitrary bytes.
+// secretWords in a property's name mark its value as secret (password=, key-secret=,
+// passwd=, token=), as do the names data= (-object secret) and string= (-fw_cfg), which
+// carry arbitrary bytes.
 var secretWords = []string{"secret", "passw", "pwd", "key", "token", "cred", "auth"}
 
 func secretName(k string) bool {
