@@ -186,12 +186,12 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
 				}
 				if !g.json() {
-					if err := syncProxmox(g, after, pve.SyncOptions{}, syncMode{apply: true}); err != nil {
+					if err := syncProxmox(g, after, pve.SyncOptions{}, syncMode{apply: true, command: "apply (sync_proxmox)"}); err != nil {
 						return undoMove(ctx, g, h, k, inv, c, err)
 					}
 					return nil
 				}
-				doc, serr := runSync(after, pve.SyncOptions{}, syncMode{apply: true})
+				doc, serr := runSync(after, pve.SyncOptions{}, syncMode{apply: true, command: "apply (sync_proxmox)"})
 				result := resultJSON(res, nil)
 				result.Proxmox = doc
 				if serr != nil {

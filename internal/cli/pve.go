@@ -16,15 +16,16 @@ import (
 
 func newPVE(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "pve mappings|sync|vm-layout",
+		Use:   "pve mappings|sync|vm-layout|backups",
 		Short: "Keep Proxmox VE consistent with the split: PCI mappings, containers, VMs",
 		Long: `Keep Proxmox VE's configuration consistent with the split: the PCI mappings of
 /etc/pve/mapping/pci.cfg, the device entries of the containers that use the GPUs, and the
 VMs that pass them through (mappings, sync). vm-layout gives a VM a PCIe layout that
-carries the host's NUMA nodes. docs/proxmox.md walks through the reference case,
+carries the host's NUMA nodes; backups lists and restores the versions gpusplit replaced.
+docs/proxmox.md walks through the reference case,
 docs/vm-topology.md through the VM layout.`,
 	}
-	cmd.AddCommand(newPVEMappings(g), newPVESync(g), newPVEVMLayout(g))
+	cmd.AddCommand(newPVEMappings(g), newPVESync(g), newPVEVMLayout(g), newPVEBackups(g))
 	return cmd
 }
 
@@ -159,7 +160,7 @@ previous version under ` + pve.BackupDir + `.`,
 			if err != nil {
 				return err
 			}
-			return syncProxmox(g, pl, pve.SyncOptions{VMMapping: vmMapping}, syncMode{apply: apply, force: force})
+			return syncProxmox(g, pl, pve.SyncOptions{VMMapping: vmMapping}, syncMode{apply: apply, force: force, command: "pve sync --apply"})
 		},
 	}
 	d.register(cmd)
@@ -190,8 +191,10 @@ type changeJSON struct {
 }
 
 // syncMode is how a sync runs: a dry run, or --apply; --force writes past refusals.
+// command names what writes, for the backups.
 type syncMode struct {
 	apply, force bool
+	command      string
 }
 
 // errSyncStops ends a dry run that found reasons --apply would stop.
@@ -218,7 +221,7 @@ func runSync(pl *planned, o pve.SyncOptions, mode syncMode) (*syncDoc, error) {
 		}
 		edits = append(edits, pve.Edit{Path: c.Path, Old: c.Old, New: c.New})
 	}
-	w := &pve.Writer{H: pl.h}
+	w := &pve.Writer{H: pl.h, Command: mode.command}
 	if !mode.apply {
 		for _, p := range w.Check(edits) {
 			doc.Problems = append(doc.Problems, p.String())

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -181,4 +182,60 @@ func TestPVESyncVMMappingName(t *testing.T) {
 		}
 	}
 	mustRun(t, "--demo", "pve", "sync", "--vfio", "numa:1", "--vm-mapping", "gpus-vm")
+}
+
+// The backups of a sync are listed with the command that wrote them, and one is put
+// back through the same transaction as any write.
+func TestPVEBackups(t *testing.T) {
+	root, _ := pveRoot(t)
+	before := pveFiles(t, root)
+	out := mustRun(t, "--root", root, "pve", "backups")
+	if !strings.Contains(out, "No backups in "+filepath.Join(root, "/var/lib/gpusplit/backup")) {
+		t.Errorf("no backups yet:\n%s", out)
+	}
+	mustRun(t, "--root", root, "pve", "sync", "--vfio", "numa:1", "--apply")
+	var doc struct {
+		Backups []struct {
+			ID, Path, Command string
+			Size              int
+		}
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "--root", root, "pve", "backups", "-o", "json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Backups) != 3 {
+		t.Fatalf("%+v", doc)
+	}
+	var id string
+	for _, b := range doc.Backups {
+		if b.Command != "pve sync --apply" || b.Size == 0 {
+			t.Errorf("%+v", b)
+		}
+		if b.Path == "/etc/pve/mapping/pci.cfg" {
+			id = b.ID
+		}
+	}
+	table := mustRun(t, "--root", root, "pve", "backups")
+	if !strings.Contains(table, "3 backups in ") || !regexp.MustCompile(regexp.QuoteMeta(id)+` +/etc/pve/mapping/pci.cfg +\d{4}-\d\d-\d\d [\d:]+ +\d+ +pve sync --apply\n`).MatchString(table) {
+		t.Errorf("table:\n%s", table)
+	}
+	out = mustRun(t, "--root", root, "pve", "backups", "restore", id, "--dry-run")
+	if !strings.Contains(out, "dry run: nothing was written") {
+		t.Errorf("dry run:\n%s", out)
+	}
+	out = mustRun(t, "--root", root, "pve", "backups", "restore", id)
+	if !strings.Contains(out, "written       /etc/pve/mapping/pci.cfg") || !strings.Contains(out, "restored "+id) {
+		t.Errorf("restore:\n%s", out)
+	}
+	cfg := "etc/pve/mapping/pci.cfg"
+	if now := pveFiles(t, root); now[cfg] != before[cfg] {
+		t.Error("pci.cfg is not as before the sync")
+	}
+	if _, _, err := run(t, "--root", root, "pve", "backups", "restore", "nonesuch.20260101T000000.000000000Z"); err == nil || !strings.Contains(err.Error(), "no backup") {
+		t.Errorf("unknown id: %v", err)
+	}
+	out = mustRun(t, "--root", root, "pve", "backups", "prune", "--keep", "1")
+	if !strings.Contains(out, "removed 1 backup;") {
+		t.Errorf("prune:\n%s", out)
+	}
 }

@@ -85,7 +85,7 @@ docs/vm-topology.md has the details.`,
 				Problems []string         `json:"problems"`
 				Files    []pve.FileResult `json:"files"`
 			}{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes, Problems: []string{}, Files: []pve.FileResult{}}
-			w := &pve.Writer{H: h}
+			w := &pve.Writer{H: h, Command: "pve vm-layout --apply"}
 			edits := []pve.Edit{{Path: path, Old: old, New: guest.String()}}
 			var werr error
 			if apply {

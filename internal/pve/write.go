@@ -31,6 +31,10 @@ type Writer struct {
 	// StaleAfter is the age past which pmxcfs expires a cluster lock (120 s).
 	StaleAfter time.Duration
 	Now        func() time.Time
+	// Command is what is writing (as "pve sync --apply"), recorded with each backup.
+	Command string
+	// Keep is how many backups of each file are kept after a write (DefaultKeep when 0).
+	Keep int
 	// fault, when set, is asked before each lock, write and rename, counted from 1 per
 	// kind; an error it returns is that step's failure. The tests' fault injection.
 	fault func(step string, n int) error
@@ -46,6 +50,9 @@ func (w *Writer) defaults() {
 	}
 	if w.Now == nil {
 		w.Now = time.Now
+	}
+	if w.Keep == 0 {
+		w.Keep = DefaultKeep
 	}
 }
 
@@ -211,7 +218,7 @@ func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 	abort := func(err error) ([]FileResult, error) {
 		batch.Abort()
 		for _, b := range backups {
-			os.Remove(b)
+			removeBackup(b)
 		}
 		return res, &TxError{Failed: err, Files: res}
 	}
@@ -247,7 +254,7 @@ func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 		case res[i].Outcome == Written || res[i].Outcome == NotRestored:
 			res[i].Backup = filepath.Join(BackupDir, filepath.Base(backupOf[i]))
 		default:
-			os.Remove(backupOf[i]) // the file is as it was: nothing to keep
+			removeBackup(backupOf[i]) // the file is as it was: nothing to keep
 		}
 	}
 	var ce *atomicfile.CommitError
@@ -261,6 +268,12 @@ func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 	if err != nil {
 		return res, &TxError{Failed: err, Files: res}
 	}
+	// Retention: a failure to prune old backups loses nothing, so it does not fail the write.
+	var paths []string
+	for _, e := range edits {
+		paths = append(paths, e.Path)
+	}
+	Prune(w.H, w.Keep, paths...)
 	return res, nil
 }
 
@@ -451,28 +464,6 @@ func inodeFlags(p string) uint32 {
 		return 0
 	}
 	return flags
-}
-
-// backup keeps the previous contents under BackupDir, named for the path and the time,
-// written atomically and synced before any file is replaced; it returns where it is on
-// this machine.
-func (w *Writer) backup(path string, data []byte) (string, error) {
-	dir, err := w.H.OSPath(BackupDir)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	if err := w.inject(stepWrite); err != nil {
-		return "", err
-	}
-	name := strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "_") + "." + w.Now().UTC().Format("20060102T150405.000000000Z")
-	p := filepath.Join(dir, name)
-	if err := atomicfile.Write(p, data, 0o600); err != nil {
-		return "", err
-	}
-	return p, nil
 }
 
 // lockRef is one of Proxmox's locks: the cluster lock directory of pci.cfg, or a

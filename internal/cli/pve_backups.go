@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/pve"
+)
+
+func newPVEBackups(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "backups",
+		Short: "List the previous versions of the Proxmox files gpusplit replaced; restore or prune them",
+		Long: `Every file gpusplit replaces under /etc/pve keeps its previous version in
+` + pve.BackupDir + ` (outside /etc/pve), with the time and the command that replaced
+it. After each write the oldest backups of each file beyond the last ` + fmt.Sprint(pve.DefaultKeep) + ` are removed.
+
+  pve backups                 list them, oldest first
+  pve backups restore ID      put one back, under Proxmox's locks and the checks of any
+                              write; what the file holds now is backed up first
+  pve backups prune --keep N  keep the last N of each file`,
+		Example: `  gpusplit pve backups
+  sudo gpusplit pve backups restore etc_pve_mapping_pci.cfg.20261201T101500.123456789Z --dry-run
+  sudo gpusplit pve backups prune --keep 5`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			list, err := pve.ListBackups(h)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return g.writeJSON(struct {
+					Dir     string       `json:"dir"`
+					Backups []pve.Backup `json:"backups"`
+				}{rootedPath(h, pve.BackupDir), list})
+			}
+			if len(list) == 0 {
+				fmt.Fprintf(g.stdout, "No backups in %s: gpusplit has not replaced a Proxmox file here.\n", rootedPath(h, pve.BackupDir))
+				return nil
+			}
+			fmt.Fprintf(g.stdout, "%s in %s:\n\n", plural(len(list), "backup", "backups"), rootedPath(h, pve.BackupDir))
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tFILE\tREPLACED\tSIZE\tBY")
+			for _, b := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.ID, b.Path, b.Time.Local().Format("2006-01-02 15:04:05"), b.Size, orDash(b.Command))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(newPVEBackupsRestore(g), newPVEBackupsPrune(g))
+	return cmd
+}
+
+func newPVEBackupsRestore(g *globals) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "restore ID",
+		Short: "Put a backup back in place, as one checked write with a backup of its own",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !dryRun {
+				if err := needRoot(g, "pve backups restore", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+					return err
+				}
+			}
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			w := &pve.Writer{H: h, Command: "pve backups restore " + args[0]}
+			var res []pve.FileResult
+			if dryRun {
+				res, err = w.RestoreCheck(args[0])
+			} else {
+				res, err = w.Restore(args[0])
+			}
+			var tx *pve.TxError
+			problems := []string{}
+			if errors.As(err, &tx) {
+				for _, p := range tx.Problems {
+					problems = append(problems, p.String())
+				}
+			}
+			if g.json() {
+				if res == nil {
+					res = []pve.FileResult{}
+				}
+				if jerr := g.writeJSON(struct {
+					ID       string           `json:"id"`
+					Applied  bool             `json:"applied"`
+					Files    []pve.FileResult `json:"files"`
+					Problems []string         `json:"problems"`
+				}{args[0], !dryRun && err == nil, res, problems}); jerr != nil {
+					return jerr
+				}
+				return err
+			}
+			for _, f := range res {
+				fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
+			}
+			switch {
+			case err != nil:
+				return err
+			case len(res) == 0:
+				fmt.Fprintf(g.stdout, "the file already holds backup %s: nothing to restore.\n", args[0])
+			case dryRun:
+				fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run the backup is put back.")
+			default:
+				fmt.Fprintf(g.stdout, "restored %s; the version it replaced is in %s.\n", args[0], rootedPath(h, pve.BackupDir))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the restore (locks, lock:, permissions) and change nothing")
+	return cmd
+}
+
+func newPVEBackupsPrune(g *globals) *cobra.Command {
+	var keep int
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove the oldest backups of each file, keeping the last --keep",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needRoot(g, "pve backups prune", "it removes files from "+pve.BackupDir); err != nil {
+				return err
+			}
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			if !h.Writable() {
+				return fmt.Errorf("cannot prune in %s: %w", h.Root(), errSnapshot)
+			}
+			removed, err := pve.Prune(h, keep)
+			if err != nil {
+				return err
+			}
+			if removed == nil {
+				removed = []string{}
+			}
+			if g.json() {
+				return g.writeJSON(struct {
+					Keep    int      `json:"keep"`
+					Removed []string `json:"removed"`
+				}{keep, removed})
+			}
+			for _, id := range removed {
+				fmt.Fprintf(g.stdout, "removed %s\n", id)
+			}
+			fmt.Fprintf(g.stdout, "removed %s; the last %d of each file are kept in %s.\n", plural(len(removed), "backup", "backups"), keep, rootedPath(h, pve.BackupDir))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&keep, "keep", pve.DefaultKeep, "how many backups of each file to keep")
+	return cmd
+}
