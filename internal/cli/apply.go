@@ -19,6 +19,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
@@ -161,7 +162,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 			if err := proxmoxPreflight(g, pl); err != nil {
 				return err
 			}
-			if err := c.confirm(g, fmt.Sprintf("Move %d devices?", len(p.Moves))); err != nil {
+			if err := c.confirm(g, fmt.Sprintf("Move %s?", plural.S(len(p.Moves), "device"))); err != nil {
 				return err
 			}
 			ctx, stop := signalContext()
@@ -176,7 +177,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				return explainFailure(explainHeld(err), res)
 			}
 			if !g.json() {
-				fmt.Fprintf(g.stdout, "moved %d devices; the prior state is in %s (gpusplit rollback undoes it).\n", len(res.Moved), bind.JournalPath)
+				fmt.Fprintf(g.stdout, "moved %s; the prior state is in %s (gpusplit rollback undoes it).\n", plural.S(len(res.Moved), "device"), bind.JournalPath)
 				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
 			}
 			if pl.desired.SyncProxmox {
@@ -253,7 +254,7 @@ func explainFailure(err error, res *bind.Result) error {
 	if res == nil || (len(res.Restored) == 0 && len(res.Unrestored) == 0) {
 		return err
 	}
-	msg := fmt.Sprintf("%v\nrestored %d devices to their prior drivers", err, len(res.Restored))
+	msg := fmt.Sprintf("%v\nrestored %s to their prior drivers", err, plural.S(len(res.Restored), "device"))
 	for _, a := range slices.SortedFunc(maps.Keys(res.Unrestored), pci.Address.Compare) {
 		msg += fmt.Sprintf("\nNOT restored: %s: %v", a, res.Unrestored[a])
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/doctor"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // Exit codes of doctor: no finding above info, warnings, errors.
@@ -102,7 +103,7 @@ func writeReport(w io.Writer, root string, r *doctor.Report) {
 	for _, f := range r.Findings {
 		counts[f.Severity]++
 	}
-	fmt.Fprintf(w, "%s: %d checks, %d errors, %d warnings, %d notes\n", root, len(r.Ran), counts[doctor.Error], counts[doctor.Warning], counts[doctor.Info])
+	fmt.Fprintf(w, "%s: %s, %s, %s, %s\n", root, plural.S(len(r.Ran), "check"), plural.S(counts[doctor.Error], "error"), plural.S(counts[doctor.Warning], "warning"), plural.S(counts[doctor.Info], "note"))
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(w, "\nNothing found.")
 	}

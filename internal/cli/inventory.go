@@ -12,6 +12,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 
@@ -224,7 +225,7 @@ func holderDoc(h holders.Holder) holderJSON {
 }
 
 func writeInventoryTable(w io.Writer, inv *inventory.Inventory, numa int) error {
-	fmt.Fprintf(w, "%s: %d GPUs, %d NUMA nodes\n\n", inv.Root, len(inv.GPUs), numa)
+	fmt.Fprintf(w, "%s: %s, %s\n\n", inv.Root, plural.S(len(inv.GPUs), "GPU"), plural.S(numa, "NUMA node"))
 	if len(inv.GPUs) == 0 {
 		fmt.Fprintln(w, "No GPUs found. Use --devices to choose which devices count as GPUs.")
 		return nil
@@ -260,7 +261,7 @@ func writeInventoryTable(w io.Writer, inv *inventory.Inventory, numa int) error 
 }
 
 func writeInventoryLong(w io.Writer, inv *inventory.Inventory, numa int) error {
-	fmt.Fprintf(w, "%s: %d GPUs, %d NUMA nodes\n", inv.Root, len(inv.GPUs), numa)
+	fmt.Fprintf(w, "%s: %s, %s\n", inv.Root, plural.S(len(inv.GPUs), "GPU"), plural.S(numa, "NUMA node"))
 	for i, gp := range inv.GPUs {
 		fmt.Fprintf(w, "\nGPU%d  %s  %s [%s] (subsystem %s, rev %02x)\n", i, gp.Address, gp.Name(), gp.ID(), gp.SubsystemID(), gp.Revision)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

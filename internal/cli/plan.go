@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 func newPlan(g *globals) *cobra.Command {
@@ -87,13 +88,13 @@ func planJSON(root string, p *plan.Plan) planDoc {
 
 func writePlan(w io.Writer, root string, p *plan.Plan) error {
 	if p.Empty() {
-		fmt.Fprintf(w, "%s: nothing to do, all %d devices are where they belong.\n", root, len(p.InPlace))
+		fmt.Fprintf(w, "%s: nothing to do, %s.\n", root, whereTheyBelong(len(p.InPlace), ""))
 		for _, warn := range p.Warnings {
 			fmt.Fprintf(w, "warning: %s\n", warn)
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "%s: %d moves in %d IOMMU groups; %d devices already in place.\n\n", root, len(p.Moves), len(p.Groups()), len(p.InPlace))
+	fmt.Fprintf(w, "%s: %s in %s; %s already in place.\n\n", root, plural.S(len(p.Moves), "move"), plural.S(len(p.Groups()), "IOMMU group"), plural.S(len(p.InPlace), "device"))
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "IOMMU\tDEVICE\tROLE\tNAME\tNUMA\tFROM\tTO\tHELD BY")
@@ -154,4 +155,15 @@ func toText(to string) string {
 		return "(default)"
 	}
 	return to
+}
+
+// whereTheyBelong words how many devices are (or, with not, are not) where they belong.
+func whereTheyBelong(n int, not string) string {
+	if n == 1 {
+		return "1 device is " + not + "where it belongs"
+	}
+	if not == "" {
+		return fmt.Sprintf("all %d devices are where they belong", n)
+	}
+	return fmt.Sprintf("%d devices are %swhere they belong", n, not)
 }

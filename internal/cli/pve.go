@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
@@ -291,7 +292,7 @@ func printSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) {
 	}
 	switch {
 	case !mode.apply && len(doc.Problems) > 0:
-		fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop (%s):\n", plural(len(doc.Problems), "problem", "problems"))
+		fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop (%s):\n", plural.S(len(doc.Problems), "problem"))
 		for _, p := range doc.Problems {
 			fmt.Fprintf(g.stdout, "  %s\n", p)
 		}
@@ -309,7 +310,7 @@ func printSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) {
 			}
 		}
 		if doc.Applied {
-			fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural(written, "file", "files"), rootedPath(pl.h, pve.BackupDir))
+			fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), rootedPath(pl.h, pve.BackupDir))
 		}
 	}
 }
@@ -320,13 +321,6 @@ func rootedPath(h interface{ Root() string }, p string) string {
 		return filepath.Join(r, p)
 	}
 	return p
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // proxmoxPreflight checks, before apply moves a GPU, the Proxmox sync that the desired

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
@@ -45,7 +46,7 @@ it. After each write the oldest backups of each file beyond the last ` + fmt.Spr
 				fmt.Fprintf(g.stdout, "No backups in %s: gpusplit has not replaced a Proxmox file here.\n", rootedPath(h, pve.BackupDir))
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "%s in %s:\n\n", plural(len(list), "backup", "backups"), rootedPath(h, pve.BackupDir))
+			fmt.Fprintf(g.stdout, "%s in %s:\n\n", plural.S(len(list), "backup"), rootedPath(h, pve.BackupDir))
 			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tFILE\tREPLACED\tSIZE\tBY")
 			for _, b := range list {
@@ -155,7 +156,7 @@ func newPVEBackupsPrune(g *globals) *cobra.Command {
 			for _, id := range removed {
 				fmt.Fprintf(g.stdout, "removed %s\n", id)
 			}
-			fmt.Fprintf(g.stdout, "removed %s; the last %d of each file are kept in %s.\n", plural(len(removed), "backup", "backups"), keep, rootedPath(h, pve.BackupDir))
+			fmt.Fprintf(g.stdout, "removed %s; the last %d of each file are kept in %s.\n", plural.S(len(removed), "backup"), keep, rootedPath(h, pve.BackupDir))
 			return nil
 		},
 	}

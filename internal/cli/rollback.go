@@ -10,6 +10,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 func newRollback(g *globals) *cobra.Command {
@@ -113,7 +114,7 @@ is not a GPU without a driver.`,
 			if len(held) > 0 {
 				return explainHeld(&bind.HeldError{Held: held})
 			}
-			if err := c.confirm(g, fmt.Sprintf("Restore %d devices?", len(todo))); err != nil {
+			if err := c.confirm(g, fmt.Sprintf("Restore %s?", plural.S(len(todo), "device"))); err != nil {
 				return err
 			}
 			ctx, stop := signalContext()
@@ -124,7 +125,7 @@ is not a GPU without a driver.`,
 			if err != nil {
 				return explainFailure(err, res)
 			}
-			fmt.Fprintf(g.stdout, "restored %d devices.\n", len(res.Restored))
+			fmt.Fprintf(g.stdout, "restored %s.\n", plural.S(len(res.Restored), "device"))
 			return nil
 		},
 	}

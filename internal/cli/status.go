@@ -37,9 +37,9 @@ drift, listing what is out of place: fit for monitoring and for the boot-time un
 					return err
 				}
 			} else if p.Empty() {
-				fmt.Fprintf(g.stdout, "%s: in sync, all %d devices are where they belong.\n", inv.Root, len(p.InPlace))
+				fmt.Fprintf(g.stdout, "%s: in sync, %s.\n", inv.Root, whereTheyBelong(len(p.InPlace), ""))
 			} else {
-				fmt.Fprintf(g.stdout, "%s: DRIFT, %d devices are not where they belong:\n", inv.Root, len(p.Moves))
+				fmt.Fprintf(g.stdout, "%s: DRIFT, %s:\n", inv.Root, whereTheyBelong(len(p.Moves), "not "))
 				for _, m := range p.Moves {
 					role := string(m.Role)
 					if m.Device != m.GPU {

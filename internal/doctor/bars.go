@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // checkBARs finds GPUs whose memory BARs the firmware and the kernel could not place:
@@ -77,7 +78,7 @@ func checkBARs(e *Env) []Finding {
 	}
 	title := "GPU memory BARs are not assigned: the GPUs behind them cannot be used"
 	if total > 0 && e.H.Exists("/proc/driver/nvidia") {
-		title = fmt.Sprintf("GPU memory BARs are not assigned: the nvidia driver set up %d of %d GPUs", probed, total)
+		title = fmt.Sprintf("GPU memory BARs are not assigned: the nvidia driver set up %d of %s", probed, plural.S(total, "GPU"))
 	}
 	var remedy strings.Builder
 	if nonPref {

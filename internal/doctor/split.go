@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // checkGroupShared finds GPUs whose IOMMU group holds devices other than the GPU's own
@@ -76,7 +77,7 @@ func checkDrift(e *Env) []Finding {
 	}
 	return []Finding{{
 		Severity: Warning,
-		Title:    fmt.Sprintf("the configured split is not in effect: %d devices are not where it wants them", len(e.Plan.Moves)),
+		Title:    fmt.Sprintf("the configured split is not in effect: %s not where it wants them", plural.N(len(e.Plan.Moves), "device is", "devices are")),
 		Evidence: capped(evidence, 10),
 		Remedy:   "Run gpusplit apply (gpusplit plan shows the moves first). If this keeps coming back after reboots, install the boot-time pieces: gpusplit persist install.",
 	}}

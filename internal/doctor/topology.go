@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 
@@ -216,7 +217,7 @@ func checkNUMAUnknown(e *Env) []Finding {
 	}
 	return []Finding{{
 		Severity: Warning,
-		Title:    fmt.Sprintf("%d GPUs have no NUMA node on a machine with %d", len(evidence), topo.NUMANodes(e.H)),
+		Title:    fmt.Sprintf("%s no NUMA node on a machine with %d", plural.N(len(evidence), "GPU has", "GPUs have"), topo.NUMANodes(e.H)),
 		Evidence: capped(evidence, 8),
 		Remedy: "The firmware's ACPI tables give the PCI root complexes no proximity domain, so the kernel, NCCL and gpusplit cannot " +
 			"place these GPUs: a NUMA-aware split treats them as unknown. Look in the firmware for the NUMA settings (AMD: NPS and " +

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // vms computes the new configs of the VMs that use the GPUs' mappings (or that the
@@ -117,7 +118,7 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 			}
 		}
 		if have := len(s.mappingGPUs[m]); n > have {
-			c.Refusals = append(c.Refusals, fmt.Sprintf("VM %d: %d hostpci entries would use mapping %s, which holds %s on %s: the VM could not start; put the missing GPUs in the mapping, or remove hostpci entries", g.ID, n, m, plural(have, "GPU", "GPUs"), s.node))
+			c.Refusals = append(c.Refusals, fmt.Sprintf("VM %d: %d hostpci entries would use mapping %s, which holds %s on %s: the VM could not start; put the missing GPUs in the mapping, or remove hostpci entries", g.ID, n, m, plural.S(have, "GPU"), s.node))
 		}
 	}
 	if len(used) > 0 && !q35 {
@@ -177,7 +178,7 @@ func BindNUMA(g *Guest, nodes []int) []string {
 	}
 	vcpus := cores * sockets
 	if vcpus < len(nodes) {
-		return append(notes, fmt.Sprintf("VM %d: %d vCPUs cannot cover the %d NUMA nodes of its GPUs", g.ID, vcpus, len(nodes)))
+		return append(notes, fmt.Sprintf("VM %d: %s cannot cover the %s of its GPUs", g.ID, plural.S(vcpus, "vCPU"), plural.S(len(nodes), "NUMA node")))
 	}
 	// One guest node per host node of the GPUs, vCPUs and memory shared out evenly.
 	cpu := 0

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // MaxFile is the largest file Proxmox's cluster file system holds.
@@ -128,7 +129,7 @@ type TxError struct {
 func (e *TxError) Error() string {
 	if len(e.Problems) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "nothing was written; %s:", plural(len(e.Problems), "problem", "problems"))
+		fmt.Fprintf(&b, "nothing was written; %s:", plural.S(len(e.Problems), "problem"))
 		for _, p := range e.Problems {
 			b.WriteString("\n  " + p.String())
 		}
@@ -166,13 +167,6 @@ func orText(s, def string) string {
 		return def
 	}
 	return s
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // Commit writes the edits as one transaction: it takes every lock they need in a fixed
