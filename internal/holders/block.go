@@ -37,6 +37,9 @@ type blockDev struct {
 	vol string
 	// dmName is the device-mapper name of a dm device ("pve-root"), as /dev/mapper has it.
 	dmName string
+	// part marks a partition of a built device (md0p1): a holder of the device built
+	// on, not one of its own.
+	part bool
 }
 
 type mount struct {
@@ -152,7 +155,9 @@ func (b *blockScan) holders(d Device) ([]Holder, []string) {
 	for _, o := range own {
 		for _, s := range b.stacked(o, map[string]bool{o.name: true}, 0) {
 			all = append(all, s)
-			add(stackHolder(b.h, s))
+			if !s.part {
+				add(stackHolder(b.h, s))
+			}
 		}
 	}
 	for _, bd := range all {
@@ -216,6 +221,7 @@ func (b *blockScan) stacked(bd blockDev, seen map[string]bool, depth int) []bloc
 		out = append(out, s)
 		for _, p := range s.partitions(b.h) {
 			ps := b.dev(p, dir+"/"+p, bd.base)
+			ps.part = true
 			out = append(out, ps)
 		}
 		out = append(out, b.stacked(s, seen, depth+1)...)

@@ -156,6 +156,18 @@ func testMachine(t *testing.T) (*host.Host, []Device) {
 	p3 := e.partition(disk, "nvme0n1p3", "259:3")
 	e.partition(disk, "nvme0n1p4", "259:4")
 	e.dm("0", "253:0", "pve-root", "LVM-Wq3n8Yb2XvTt0pNn5ZcXyVbKlQmE9fRgH7sS2dL4uA1", p3)
+	// p5 is a member of the md array md127, partitioned; its p1 is /boot.
+	p5 := e.partition(disk, "nvme0n1p5", "259:9")
+	md := "/sys/devices/virtual/block/md127"
+	e.disk(md, "9:127")
+	e.file(md+"/md/array_state", "clean\n")
+	e.file(md+"/md/level", "raid1\n")
+	e.link(md+"/slaves/nvme0n1p5", p5)
+	e.link(p5+"/holders/md127", md)
+	e.partition(md, "md127p1", "259:10")
+	// p6 is opened with LUKS, nothing on it mounted: the mapping alone holds it.
+	p6 := e.partition(disk, "nvme0n1p6", "259:11")
+	e.dm("1", "253:1", "luks-3f1c", "CRYPT-LUKS2-3f1c9e0a5b7d4e21a0c6d8f2b4e6a8c0-luks-3f1c", p6)
 	e.file("/run/udev/data/b259:4", "S:disk/by-partlabel/zfs-data\nE:ID_FS_TYPE=zfs_member\nE:ID_FS_LABEL=rpool\nE:ID_FS_USAGE=filesystem\n")
 	e.file("/run/udev/data/b259:1", "E:ID_FS_TYPE=ext4\n")
 	e.file("/proc/spl/kstat/zfs/rpool/state", "ONLINE\n")
@@ -179,6 +191,7 @@ func testMachine(t *testing.T) (*host.Host, []Device) {
 		"25 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw",
 		"30 22 259:1 / /mnt/data\\040disk rw,relatime shared:5 - ext4 /dev/disk/by-uuid/4c1e7b2a rw",
 		"31 22 259:8 / /srv rw,relatime shared:6 - xfs /dev/nvme2n1 rw",
+		"32 22 259:10 / /boot rw,relatime shared:8 - ext4 /dev/md127p1 rw",
 		"40 22 0:45 / /rpool rw,noatime shared:9 - zfs rpool rw,xattr,noacl",
 	}, "\n")+"\n")
 	e.file("/proc/swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/nvme0n1p2                          partition\t8388604\t\t0\t\t-2\n")
@@ -245,9 +258,12 @@ func TestFind(t *testing.T) {
 	want := map[string][]string{
 		nvmeRoot: {
 			"lvm|LVM volume group pve on nvme0n1p3|vgchange -an pve (once nothing uses its volumes)",
+			"md|md array md127 on nvme0n1p5|mdadm --stop /dev/md127",
+			"dm|device-mapper luks-3f1c on nvme0n1p6|cryptsetup close luks-3f1c",
 			"mount|/mnt/data disk mounted from nvme0n1p1|umount /mnt/data disk",
 			"swap|swap on nvme0n1p2|swapoff /dev/nvme0n1p2",
 			"mount|/ mounted from pve-root on nvme0n1p3|none while the host runs from it: it is the root file system",
+			"mount|/boot mounted from md127p1 on nvme0n1p5|umount /boot",
 			"zfs|ZFS pool rpool on nvme0n1p4|zpool export rpool",
 		},
 		nicUp: {"interface|interface eth0 (up, a port of vmbr0)|ip link set eth0 down (the host's traffic through vmbr0 on it stops)"},
@@ -302,7 +318,7 @@ func TestZFSUnknown(t *testing.T) {
 	res := Find(h, devs)
 	got := res.Warnings
 	want := []string{
-		"0000:00:02.0: whether ZFS uses nvme0n1, nvme0n1p2, nvme0n1p3 cannot be told (udev has no data on it in /run/udev/data); check zpool status before moving it",
+		"0000:00:02.0: whether ZFS uses nvme0n1, nvme0n1p2, nvme0n1p3, nvme0n1p5, nvme0n1p6 cannot be told (udev has no data on it in /run/udev/data); check zpool status before moving it",
 		"0000:00:09.0: whether ZFS uses nvme2n1 cannot be told (udev has no data on it in /run/udev/data); check zpool status before moving it",
 	}
 	if !slices.Equal(got, want) {
