@@ -153,10 +153,22 @@ func (s Selector) pick(cands []*Device, noun string) ([]*Device, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("selector %s matches no %s (%s)", s, noun, describe(cands, s.kind, noun))
+		return nil, &NoMatchError{Selector: s, msg: fmt.Sprintf("selector %s matches no %s (%s)", s, noun, describe(cands, s.kind, noun))}
 	}
 	return out, nil
 }
+
+// NoMatchError is a selector that picked nothing, so that a caller that knows more
+// devices than the candidates can say what the selector names.
+type NoMatchError struct {
+	Selector Selector
+	msg      string
+}
+
+func (e *NoMatchError) Error() string { return e.msg }
+
+// Address is the function an address selector names.
+func (s Selector) Address() (Address, bool) { return s.addr, s.kind == byAddress }
 
 func (s Selector) matches(d *Device) bool {
 	switch s.kind {

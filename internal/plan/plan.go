@@ -10,6 +10,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,6 +34,9 @@ const (
 // they must end up on.
 type Target struct {
 	Name string
+	// Flag is the command-line flag the target comes from ("--vfio"), for messages; ""
+	// for a group of the desired state file.
+	Flag string
 	// Choices add up; each is a comma-separated selector list with the meaning it has in
 	// --devices (numa:1,count:2 is two GPUs of node 1). One --vfio flag is one choice.
 	Choices [][]pci.Selector
@@ -161,7 +165,11 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 		for _, c := range t.Choices {
 			some, err := pci.Choose(gpus, gpus, c, "GPU", "GPU")
 			if err != nil {
-				return nil, fmt.Errorf("group %q: %w", t.Name, err)
+				where := fmt.Sprintf("group %q", t.Name)
+				if t.Flag != "" {
+					where = t.Flag
+				}
+				return nil, fmt.Errorf("%s: %w%s", where, err, notAGPU(inv, err))
 			}
 			chosen = append(chosen, some...)
 		}
@@ -313,4 +321,29 @@ func DriverText(to string) string {
 		return "no driver"
 	}
 	return to
+}
+
+// notAGPU says what an address selector that matched no GPU names, when it is a device
+// of the host all the same: the user meant it, and --devices is the way to include it.
+func notAGPU(inv *inventory.Inventory, err error) string {
+	var nm *pci.NoMatchError
+	if !errors.As(err, &nm) {
+		return ""
+	}
+	a, ok := nm.Selector.Address()
+	if !ok {
+		return ""
+	}
+	d := inv.Tree.Lookup(a)
+	if d == nil {
+		return fmt.Sprintf("; there is no PCI device %s on this host", a)
+	}
+	return fmt.Sprintf("; %s is %s (class 0x%06x, driver %s), not a GPU: --devices chooses which devices count as GPUs", a, d.Name(), d.Class, orNone(d.Driver))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -194,8 +194,12 @@ func TestMakeErrors(t *testing.T) {
 		d    Desired
 		want string
 	}{
-		{ForVFIO(choices(t, "numa:7")), "numa:7"},
-		{ForVFIO(choices(t, "0000:99:00.0")), "0000:99:00.0"},
+		{ForVFIO(choices(t, "numa:7")), "--vfio: selector numa:7 matches no GPU"},
+		{ForVFIO(choices(t, "0000:99:00.0")), "; there is no PCI device 0000:99:00.0 on this host"},
+		// The NIC the user named: said what it is, and how to count it as a GPU.
+		{ForVFIO(choices(t, "0000:02:00.0")), "; 0000:02:00.0 is Ethernet Controller X710 for 10GBASE-T (class 0x020000, driver i40e)"},
+		{ForVFIO(choices(t, "0000:02:00.0")), "not a GPU: --devices chooses which devices count as GPUs"},
+		{Desired{Targets: []Target{{Name: "vms", Choices: choices(t, "numa:9")}}}, `group "vms": selector numa:9`},
 		{Desired{Targets: []Target{{Name: "a", Choices: choices(t, "numa:0"), Driver: VFIO}, {Name: "b", Choices: choices(t, "count:1"), Driver: "nvidia"}}}, "both group"},
 		{Desired{Targets: []Target{{Name: "empty"}}}, "selects no GPUs"},
 	}
