@@ -194,7 +194,7 @@ func (d *desiredFlags) read(h *host.Host) (string, []byte, error) {
 	}
 	data, err := h.ReadFile(plan.DefaultConfig)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, fmt.Errorf("no desired state: give --vfio SELECTOR, or write %s (docs/split.toml shows how)", plan.DefaultConfig)
+		return "", nil, fmt.Errorf("no desired state: give --vfio SELECTOR, or write %s (gpusplit help split.toml shows how)", plan.DefaultConfig)
 	}
 	if err != nil {
 		return "", nil, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
 
@@ -126,5 +127,21 @@ func TestDesiredWithoutProxmox(t *testing.T) {
 	}
 	if _, _, err := run(t, "--root", root, "plan", "--config", splitFile(t, "vfio_pci", "vms = [132]\n")); err == nil || !strings.Contains(err.Error(), "did you mean vfio-pci?") {
 		t.Errorf("vfio_pci without /etc/pve/nodes: %v", err)
+	}
+}
+
+// The desired state file is documented by the binary itself: the example that
+// gpusplit help split.toml prints, cut out as its text says, is a valid desired state.
+func TestHelpSplitTOML(t *testing.T) {
+	out := mustRun(t, "help", "split.toml")
+	i := strings.Index(out, "\n# /etc/gpusplit/split.toml")
+	if i < 0 {
+		t.Fatalf("no example in:\n%s", out)
+	}
+	if _, err := plan.ParseFile("split.toml", []byte(out[i+1:])); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "--root", t.TempDir(), "plan"); err == nil || !strings.Contains(err.Error(), "gpusplit help split.toml shows how") {
+		t.Errorf("no desired state: %v", err)
 	}
 }

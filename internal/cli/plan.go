@@ -22,7 +22,7 @@ func newPlan(g *globals) *cobra.Command {
 
 The split comes from --vfio (the selected GPUs go to vfio-pci, the others to, or stay on,
 their vendor's driver) or from the desired state file (` + plan.DefaultConfig + `, or --config;
-docs/split.toml describes it). Devices move by whole IOMMU groups: the companion functions
+gpusplit help split.toml describes it). Devices move by whole IOMMU groups: the companion functions
 of a GPU (HDMI audio, USB-C) go with it, a plan that would split a group is refused, and so
 is one that would pass through a device nobody selected unless --allow-shared-groups.
 When everything is in place the plan is empty and says so.`,
