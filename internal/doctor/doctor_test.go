@@ -120,7 +120,7 @@ func TestSampleHostIsHealthy(t *testing.T) {
 	if len(r.Ran) != len(Checks) || len(r.Partial) != 0 {
 		t.Errorf("ran %v, partial %v", r.Ran, r.Partial)
 	}
-	if f := find(r, "iommu-translated", Info); f == nil || !slices.Contains(f.Evidence, "kernel: AMD-Vi: Unknown option - 'on'") {
+	if f := find(r, "iommu-param-invalid", Info); f == nil || !slices.Contains(f.Evidence, "kernel: AMD-Vi: Unknown option - 'on'") {
 		t.Errorf("the invalid amd_iommu=on is not noted with its kernel line: %+v", f)
 	}
 }
@@ -247,6 +247,25 @@ func TestChecksFire(t *testing.T) {
 		{id: "p2p-topology", sev: Warning, host: func(t *testing.T) *host.Host {
 			return machine(t, switchWithACS(0x001d))
 		}, want: "ReqRedir+ CmpltRedir+"},
+		{id: "iommu-param-invalid", sev: Info, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=/dev/mapper/pve-root ro amd_iommu=on iommu=pt\n"})
+		}, want: "/proc/cmdline: amd_iommu=on"},
+	}
+	// Every check has a case that makes it fire, here or in TestReferenceVM.
+	elsewhere := []string{"grub-override", "vm-flat-topology"}
+	for _, c := range Checks {
+		if !slices.Contains(elsewhere, c.ID) && !slices.ContainsFunc(cases, func(k struct {
+			id     string
+			sev    Severity
+			host   func(t *testing.T) *host.Host
+			log    string
+			want   string
+			silent func(t *testing.T) *host.Host
+		}) bool {
+			return k.id == c.ID
+		}) {
+			t.Errorf("check %s has no case that makes it fire", c.ID)
+		}
 	}
 	for _, c := range cases {
 		t.Run(c.id, func(t *testing.T) {

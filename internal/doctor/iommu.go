@@ -62,10 +62,8 @@ func checkIOMMUOff(e *Env) []Finding {
 	}}
 }
 
-// checkIOMMUTranslated finds GPU groups whose DMA the IOMMU translates, which sends
-// peer-to-peer traffic through the root complex's IOMMU; and kernel parameters for the
-// IOMMU that do nothing.
-func checkIOMMUTranslated(e *Env) []Finding {
+// checkIOMMUParams finds kernel parameters for the IOMMU that do nothing.
+func checkIOMMUParams(e *Env) []Finding {
 	var out []Finding
 	tokens := cmdlineTokens(e)
 	var invalid []string
@@ -82,12 +80,19 @@ func checkIOMMUTranslated(e *Env) []Finding {
 	if len(invalid) > 0 {
 		out = append(out, Finding{
 			Severity: Info,
-			Title:    "an IOMMU kernel parameter has no effect",
+			Title:    "an IOMMU kernel parameter the kernel does not know, which has no effect",
 			Evidence: invalid,
 			Remedy: "`amd_iommu=on` is not a value the AMD IOMMU driver knows (it prints \"Unknown option - 'on'\"): the AMD IOMMU is on " +
 				"whenever the firmware enables it. Remove it so that it does not look like the switch it is not.",
 		})
 	}
+	return out
+}
+
+// checkIOMMUTranslated finds GPU groups whose DMA the IOMMU translates, which sends
+// peer-to-peer traffic through the root complex's IOMMU.
+func checkIOMMUTranslated(e *Env) []Finding {
+	var out []Finding
 	if e.Guest || len(e.Inv.GPUs) < 2 {
 		return out
 	}
