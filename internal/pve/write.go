@@ -208,11 +208,13 @@ func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 	// Stage every new version, then keep every backup: a full disk or a failing write
 	// shows here, before any file changed.
 	batch := &atomicfile.Batch{Fault: w.inject}
-	var backups []string
+	backupOf := make([]string, len(files)) // on this machine; "" for a new file
 	abort := func(err error) ([]FileResult, error) {
 		batch.Abort()
-		for _, b := range backups {
-			removeBackup(b)
+		for _, b := range backupOf {
+			if b != "" {
+				removeBackup(b)
+			}
 		}
 		return res, &TxError{Failed: err, Files: res}
 	}
@@ -221,7 +223,6 @@ func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 			return abort(fmt.Errorf("writing %s: %w", edits[i].Path, err))
 		}
 	}
-	backupOf := make([]string, len(files))
 	for i, f := range files {
 		if !f.existed {
 			continue
@@ -230,7 +231,6 @@ func (w *Writer) Commit(edits []Edit) ([]FileResult, error) {
 		if err != nil {
 			return abort(fmt.Errorf("backup of %s: %w", edits[i].Path, err))
 		}
-		backups = append(backups, b)
 		backupOf[i] = b
 	}
 	done, err := batch.Commit()
