@@ -83,7 +83,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 				if err != nil {
 					return err
 				}
-				res.Manifest, res.Notes = m, m.Notes
+				res.Manifest, res.Notes = m, append([]string{}, m.Notes...)
 				data, err := jsonBytes(m)
 				if err != nil {
 					return err
@@ -257,6 +257,12 @@ func checkTopology(g *globals, file string) error {
 	}
 	x, err := nccl.Parse(data)
 	if err != nil {
+		// A file NCCL would refuse is the check's result, not a failure to check.
+		if g.json() {
+			if jerr := g.writeJSON(map[string]any{"file": file, "ok": false, "error": err.Error()}); jerr != nil {
+				return jerr
+			}
+		}
 		return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", file, err)}
 	}
 	cpus, pcis, gpus := 0, 0, 0

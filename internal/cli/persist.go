@@ -173,6 +173,65 @@ type persistFileJSON struct {
 	Content string `json:"content"`
 }
 
+// binaryJSON is the binary the unit runs and what install's check found of it.
+func (bf *bootFiles) binaryJSON() persistBinaryJSON {
+	out := persistBinaryJSON{Path: bf.binary.Path, Resolved: bf.binary.Resolved, Checked: bf.checked,
+		OK: bf.checked && bf.refused == nil, Problems: []string{}, Notes: append([]string{}, bf.binary.Notes...)}
+	var be *persist.BinaryError
+	switch {
+	case errors.As(bf.refused, &be):
+		out.Problems = append(out.Problems, be.Problems...)
+	case bf.refused != nil:
+		out.Problems = append(out.Problems, bf.refused.Error())
+	}
+	return out
+}
+
+// filesJSON are the boot-time files with whether each is installed as it is.
+func filesJSON(h *host.Host, files []persist.File) []persistFileJSON {
+	installed := map[string]string{}
+	for _, i := range persist.Installed(h) {
+		installed[i.Path] = i.Content
+	}
+	out := []persistFileJSON{}
+	for _, file := range files {
+		state := "absent"
+		if c, ok := installed[file.Path]; ok {
+			state = "different"
+			if c == file.Content {
+				state = "installed"
+			}
+		}
+		out = append(out, persistFileJSON{file.Path, fmt.Sprintf("%04o", file.Mode), state, file.Content})
+	}
+	return out
+}
+
+// persistChangeJSON is persist install and remove -o json: what was (or, in a dry run,
+// would be) written, what stops it, what was done to each file, the system commands.
+type persistChangeJSON struct {
+	DryRun   bool               `json:"dry_run"`
+	Binary   *persistBinaryJSON `json:"binary,omitempty"`
+	Files    []persistFileJSON  `json:"files"`
+	Problems []string           `json:"problems"`
+	Changes  []fileChangeJSON   `json:"changes"`
+	Commands []commandJSON      `json:"commands"`
+	Notes    []string           `json:"notes"`
+}
+
+type fileChangeJSON struct {
+	Path   string `json:"path"`
+	Action string `json:"action"`
+}
+
+func changesJSON(cs []persist.Change) []fileChangeJSON {
+	out := []fileChangeJSON{}
+	for _, c := range cs {
+		out = append(out, fileChangeJSON{c.Path, c.Action})
+	}
+	return out
+}
+
 func newPersistShow(g *globals) *cobra.Command {
 	var f persistFlags
 	cmd := &cobra.Command{
@@ -191,32 +250,7 @@ func newPersistShow(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			installed := map[string]string{}
-			for _, i := range persist.Installed(h) {
-				installed[i.Path] = i.Content
-			}
-			out := persistShowJSON{
-				Binary: persistBinaryJSON{Path: bf.binary.Path, Resolved: bf.binary.Resolved, Checked: bf.checked,
-					OK: bf.checked && bf.refused == nil, Problems: []string{}, Notes: append([]string{}, bf.binary.Notes...)},
-				Files: []persistFileJSON{},
-			}
-			var be *persist.BinaryError
-			switch {
-			case errors.As(bf.refused, &be):
-				out.Binary.Problems = append(out.Binary.Problems, be.Problems...)
-			case bf.refused != nil:
-				out.Binary.Problems = append(out.Binary.Problems, bf.refused.Error())
-			}
-			for _, file := range bf.files {
-				state := "absent"
-				if c, ok := installed[file.Path]; ok {
-					state = "different"
-					if c == file.Content {
-						state = "installed"
-					}
-				}
-				out.Files = append(out.Files, persistFileJSON{file.Path, fmt.Sprintf("%04o", file.Mode), state, file.Content})
-			}
+			out := persistShowJSON{Binary: bf.binaryJSON(), Files: filesJSON(h, bf.files)}
 			if g.json() {
 				return g.writeJSON(out)
 			}
@@ -268,34 +302,51 @@ func newPersistInstall(g *globals) *cobra.Command {
 			if bf.refused != nil {
 				stops = append(stops, bf.refused)
 			}
-			if dryRun {
+			bin := bf.binaryJSON()
+			doc := persistChangeJSON{DryRun: dryRun, Binary: &bin, Files: filesJSON(h, files), Problems: []string{}, Changes: []fileChangeJSON{}, Commands: []commandJSON{}, Notes: []string{}}
+			for _, e := range stops {
+				doc.Problems = append(doc.Problems, e.Error())
+			}
+			switch {
+			case len(stops) > 0 && dryRun:
+				err = fmt.Errorf("dry run: nothing was written, and install would stop: %w", errors.Join(stops...))
+			case len(stops) > 0:
+				err = fmt.Errorf("nothing was written: %w", errors.Join(stops...))
+			case !dryRun:
+				g.warn(bf.binary.Notes)
+				var changes []persist.Change
+				changes, err = persist.Install(h, files)
+				doc.Changes = changesJSON(changes)
+				if !g.json() {
+					for _, c := range doc.Changes {
+						fmt.Fprintf(g.stdout, "%-10s %s\n", c.Action, c.Path)
+					}
+				}
+				if err == nil {
+					if !g.json() {
+						fmt.Fprintf(g.stdout, "The unit runs %s.\n", bf.binary.Path)
+					}
+					doc.Commands = runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "gpusplit.service"}, {"udevadm", "control", "--reload"}})
+					doc.Notes = append(doc.Notes, initramfsAdvice(h)...)
+				}
+			}
+			switch {
+			case g.json():
+				if jerr := g.writeJSON(doc); jerr != nil {
+					return jerr
+				}
+			case dryRun:
 				for _, file := range files {
 					fmt.Fprintf(g.stdout, "==> %s <==\n%s\n", file.Path, file.Content)
 				}
 				fmt.Fprint(g.stdout, bf.describeBinary())
-				if len(stops) > 0 {
-					return fmt.Errorf("dry run: nothing was written, and install would stop: %w", errors.Join(stops...))
+				if err == nil {
+					fmt.Fprintln(g.stdout, "dry run: nothing was written.")
 				}
-				fmt.Fprintln(g.stdout, "dry run: nothing was written.")
-				return nil
+			default:
+				printNotes(g, doc.Notes)
 			}
-			if len(stops) > 0 {
-				return fmt.Errorf("nothing was written: %w", errors.Join(stops...))
-			}
-			for _, n := range bf.binary.Notes {
-				fmt.Fprintf(g.stderr, "warning: %s\n", n)
-			}
-			changes, err := persist.Install(h, files)
-			for _, c := range changes {
-				fmt.Fprintf(g.stdout, "%-10s %s\n", c.Action, c.Path)
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "The unit runs %s.\n", bf.binary.Path)
-			runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "gpusplit.service"}, {"udevadm", "control", "--reload"}})
-			initramfsAdvice(g, h)
-			return nil
+			return err
 		},
 	}
 	f.register(cmd)
@@ -319,17 +370,30 @@ func newPersistRemove(g *globals) *cobra.Command {
 			if !h.Writable() {
 				return fmt.Errorf("cannot remove from %s: %w", h.Root(), errSnapshot)
 			}
-			runAll(g, h, [][]string{{"systemctl", "disable", "gpusplit.service"}})
+			ran := runAll(g, h, [][]string{{"systemctl", "disable", "gpusplit.service"}})
 			changes, err := persist.Remove(h)
-			for _, c := range changes {
-				fmt.Fprintf(g.stdout, "%-10s %s\n", c.Action, c.Path)
+			if !g.json() {
+				for _, c := range changes {
+					fmt.Fprintf(g.stdout, "%-10s %s\n", c.Action, c.Path)
+				}
+			}
+			notes := []string{}
+			if err == nil {
+				ran = append(ran, runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"udevadm", "control", "--reload"}})...)
+				notes = append(notes, fmt.Sprintf("The desired state %s is kept; the drivers bound now stay as they are.", plan.DefaultConfig))
+				notes = append(notes, initramfsAdvice(h)...)
+			}
+			if g.json() {
+				doc := persistChangeJSON{Files: []persistFileJSON{}, Problems: []string{}, Changes: changesJSON(changes), Commands: ran, Notes: notes}
+				if jerr := g.writeJSON(doc); jerr != nil {
+					return jerr
+				}
+				return err
 			}
 			if err != nil {
 				return err
 			}
-			runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"udevadm", "control", "--reload"}})
-			fmt.Fprintf(g.stdout, "The desired state %s is kept; the drivers bound now stay as they are.\n", plan.DefaultConfig)
-			initramfsAdvice(g, h)
+			printNotes(g, notes)
 			return nil
 		},
 	}
@@ -357,30 +421,54 @@ func configFromFlags(devices string, vfio []string, allowShared bool) string {
 	return b.String()
 }
 
+// commandJSON is a system command persist ran, or did not run under --root.
+type commandJSON struct {
+	Command string `json:"command"`
+	Ran     bool   `json:"ran"`
+	Error   string `json:"error"`
+}
+
 // runAll runs system commands on the live host; under --root it says what it skipped.
-func runAll(g *globals, h *host.Host, cmds [][]string) {
+// A command that fails is a warning: the files are in place, and the command can be run
+// by hand.
+func runAll(g *globals, h *host.Host, cmds [][]string) []commandJSON {
+	out := []commandJSON{}
 	for _, c := range cmds {
+		r := commandJSON{Command: strings.Join(c, " ")}
 		if h.Root() != "/" {
-			fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", h.Root(), strings.Join(c, " "))
+			if !g.json() {
+				fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", h.Root(), r.Command)
+			}
+			out = append(out, r)
 			continue
 		}
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-			fmt.Fprintf(g.stderr, "warning: %s: %v %s\n", strings.Join(c, " "), err, strings.TrimSpace(string(out)))
+		r.Ran = true
+		if b, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			r.Error = strings.TrimSpace(fmt.Sprintf("%v %s", err, b))
+			fmt.Fprintf(g.stderr, "warning: %s: %s\n", r.Command, r.Error)
 		}
+		out = append(out, r)
 	}
+	return out
 }
 
 // initramfsAdvice says to rebuild the initramfs when a GPU driver or vfio-pci is in it.
-func initramfsAdvice(g *globals, h *host.Host) {
+func initramfsAdvice(h *host.Host) []string {
 	b, err := h.ReadFile("/etc/initramfs-tools/modules")
 	if err != nil {
-		return
+		return nil
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "vfio") || strings.HasPrefix(line, "nvidia") || strings.HasPrefix(line, "amdgpu") {
-			fmt.Fprintf(g.stdout, "/etc/initramfs-tools/modules loads %s early: rebuild the initramfs so it has the same hook: update-initramfs -u -k all\n", line)
-			return
+			return []string{fmt.Sprintf("/etc/initramfs-tools/modules loads %s early: rebuild the initramfs so it has the same hook: update-initramfs -u -k all", line)}
 		}
+	}
+	return nil
+}
+
+func printNotes(g *globals, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(g.stdout, n)
 	}
 }

@@ -46,6 +46,12 @@ func newPVEMappings(g *globals) *cobra.Command {
 				return err
 			}
 			if !h.Exists(pve.MappingPath) {
+				if g.json() {
+					return g.writeJSON(struct {
+						Node     string     `json:"node"`
+						Mappings []struct{} `json:"entries"`
+					}{node, []struct{}{}})
+				}
 				fmt.Fprintf(g.stdout, "%s: no PCI mappings (%s does not exist).\n", h.Root(), pve.MappingPath)
 				return nil
 			}
@@ -70,7 +76,7 @@ func newPVEMappings(g *globals) *cobra.Command {
 					r := row{Mapping: m.ID, Node: e.Node, Path: e.Path, ID: e.ID, Problems: []string{}}
 					if e.Node == node {
 						r.Checked = true
-						r.Problems = pve.Check(inv.Tree, e)
+						r.Problems = append(r.Problems, pve.Check(inv.Tree, e)...)
 						first, _, _ := strings.Cut(e.Path, ";")
 						if !strings.Contains(first, ".") {
 							first += ".0"

@@ -89,7 +89,9 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 					problems = append(problems, p.String())
 				}
 			}
-			if g.json() {
+			// A restore refused or failed by its checks or writes has a result; one whose
+			// id names no backup has none.
+			if g.json() && (err == nil || tx != nil || len(res) > 0) {
 				if res == nil {
 					res = []pve.FileResult{}
 				}

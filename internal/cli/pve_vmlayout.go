@@ -12,6 +12,20 @@ import (
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
+// vmLayoutDoc is pve vm-layout -o json (docs/json.md).
+type vmLayoutDoc struct {
+	VMID int    `json:"vmid"`
+	Path string `json:"path"`
+	// LaidOut: the VM already has gpusplit's layout, and nothing changes.
+	LaidOut  bool             `json:"laid_out"`
+	Diff     string           `json:"diff"`
+	Layout   *vmlayout.Layout `json:"layout"`
+	Notes    []string         `json:"notes"`
+	Applied  bool             `json:"applied"`
+	Problems []string         `json:"problems"`
+	Files    []pve.FileResult `json:"files"`
+}
+
 func newPVEVMLayout(g *globals) *cobra.Command {
 	var vmid int
 	var apply, dryRun bool
@@ -55,6 +69,9 @@ docs/vm-topology.md has the details.`,
 			}
 			m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
 			if errors.Is(err, vmlayout.ErrLaidOut) {
+				if g.json() {
+					return g.writeJSON(vmLayoutDoc{VMID: vmid, Path: pve.GuestPath(pve.QEMU, vmid), LaidOut: true, Notes: []string{}, Problems: []string{}, Files: []pve.FileResult{}})
+				}
 				fmt.Fprintf(g.stdout, "VM %d already has gpusplit's layout: nothing to change.\n", vmid)
 				return nil
 			}
@@ -71,20 +88,11 @@ docs/vm-topology.md has the details.`,
 				return err
 			}
 			path := pve.GuestPath(pve.QEMU, vmid)
-			notes := l.Notes
+			notes := append([]string{}, l.Notes...)
 			if h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid)) {
 				notes = append(notes, fmt.Sprintf("VM %d is running: the layout takes effect when it is stopped and started again", vmid))
 			}
-			doc := struct {
-				VMID     int              `json:"vmid"`
-				Path     string           `json:"path"`
-				Diff     string           `json:"diff"`
-				Layout   *vmlayout.Layout `json:"layout"`
-				Notes    []string         `json:"notes"`
-				Applied  bool             `json:"applied"`
-				Problems []string         `json:"problems"`
-				Files    []pve.FileResult `json:"files"`
-			}{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes, Problems: []string{}, Files: []pve.FileResult{}}
+			doc := vmLayoutDoc{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes, Problems: []string{}, Files: []pve.FileResult{}}
 			w := &pve.Writer{H: h, Command: "pve vm-layout --apply"}
 			edits := []pve.Edit{{Path: path, Old: old, New: guest.String()}}
 			var werr error

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -86,27 +88,45 @@ is not a GPU without a driver.`,
 				}
 			}
 			when := j.Time.Local().Format("2006-01-02 15:04")
+			doc := rollbackJSON(h.Root(), j, k, todo, forced, c.dryRun)
+			// report ends a run that reached a result: with -o json it prints the
+			// document, with what stopped the run among its problems.
+			report := func(err error) error {
+				if !g.json() {
+					return err
+				}
+				if err != nil {
+					doc.Problems = append(doc.Problems, err.Error())
+				}
+				if jerr := g.writeJSON(doc); jerr != nil {
+					return jerr
+				}
+				return err
+			}
 			if len(todo) == 0 {
-				if cerr != nil {
-					return cerr
+				if cerr != nil || g.json() {
+					return report(cerr)
 				}
 				fmt.Fprintf(g.stdout, "%s: nothing to roll back, the %d devices of the apply of %s are on their prior drivers.\n", h.Root(), len(j.Devices), when)
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "%s: the apply of %s moved %d devices; %d are not back yet (now → before the apply):\n", h.Root(), when, len(j.Devices), len(todo))
-			for _, d := range todo {
-				drv, derr := k.Driver(d.Device)
-				ov, oerr := k.Override(d.Device)
-				now := binding(drv, ov)
-				if derr != nil || oerr != nil {
-					now = "unreadable"
+			if !g.json() {
+				fmt.Fprintf(g.stdout, "%s: the apply of %s moved %d devices; %d are not back yet (now → before the apply):\n", h.Root(), when, len(j.Devices), len(todo))
+				for _, d := range doc.Devices {
+					now := binding(d.Driver, d.Override)
+					if d.Unreadable != "" {
+						now = "unreadable"
+					}
+					fmt.Fprintf(g.stdout, "  %s  %s → %s\n", d.Device, now, binding(d.PriorDriver, d.PriorOverride))
 				}
-				fmt.Fprintf(g.stdout, "  %s  %s → %s\n", d.Device, now, binding(d.Driver, d.Override))
 			}
 			if cerr != nil {
-				return cerr
+				return report(cerr)
 			}
 			if c.dryRun {
+				if g.json() {
+					return report(nil)
+				}
 				fmt.Fprintln(g.stdout, "\ndry run: nothing was changed.")
 				return nil
 			}
@@ -122,8 +142,16 @@ is not a GPU without a driver.`,
 			part := *j
 			part.Devices = todo
 			res, err := bind.Rollback(ctx, h, k, &part, scope, nil, c.options(g))
+			if res != nil {
+				for _, a := range res.Restored {
+					doc.Restored = append(doc.Restored, a.String())
+				}
+			}
 			if err != nil {
-				return explainFailure(err, res)
+				return report(explainFailure(err, res))
+			}
+			if g.json() {
+				return report(nil)
 			}
 			fmt.Fprintf(g.stdout, "restored %s.\n", plural.S(len(res.Restored), "device"))
 			return nil
@@ -132,6 +160,47 @@ is not a GPU without a driver.`,
 	c.register(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "roll back a journal of another host or boot, or with devices that changed or are not GPUs (never a bad driver name, never leaving a non-GPU without a driver)")
 	return cmd
+}
+
+// rollbackDoc is rollback -o json (docs/json.md).
+type rollbackDoc struct {
+	Host    string    `json:"host"`
+	Applied time.Time `json:"applied"`
+	DryRun  bool      `json:"dry_run"`
+	// Journal is how many devices the apply moved; Devices those not back yet.
+	Journal  int                  `json:"journal_devices"`
+	Devices  []rollbackDeviceJSON `json:"devices"`
+	Forced   []string             `json:"forced"`
+	Problems []string             `json:"problems"`
+	Restored []string             `json:"restored"`
+}
+
+type rollbackDeviceJSON struct {
+	Device        string `json:"device"`
+	Driver        string `json:"driver"`
+	Override      string `json:"driver_override"`
+	PriorDriver   string `json:"prior_driver"`
+	PriorOverride string `json:"prior_driver_override"`
+	// Unreadable says why the device's binding now could not be read; "" when it was.
+	Unreadable string `json:"unreadable"`
+}
+
+func rollbackJSON(root string, j *bind.Journal, k bind.Kernel, todo []bind.Prior, forced []bind.Problem, dryRun bool) *rollbackDoc {
+	doc := &rollbackDoc{Host: root, Applied: j.Time, DryRun: dryRun, Journal: len(j.Devices), Devices: []rollbackDeviceJSON{},
+		Forced: []string{}, Problems: []string{}, Restored: []string{}}
+	for _, p := range forced {
+		doc.Forced = append(doc.Forced, p.String())
+	}
+	for _, d := range todo {
+		drv, derr := k.Driver(d.Device)
+		ov, oerr := k.Override(d.Device)
+		r := rollbackDeviceJSON{Device: d.Device.String(), Driver: drv, Override: ov, PriorDriver: d.Driver, PriorOverride: d.Override}
+		if err := errors.Join(derr, oerr); err != nil {
+			r.Unreadable = err.Error()
+		}
+		doc.Devices = append(doc.Devices, r)
+	}
+	return doc
 }
 
 // movable are the devices apply moves, as the host shows them now: the GPUs, their

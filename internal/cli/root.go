@@ -37,9 +37,6 @@ func (e *ExitError) Error() string {
 
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// outputIsFile marks a command whose -o names a file (snapshot), not a format.
-const outputIsFile = "output-is-file"
-
 // globals are the flags every command shares.
 type globals struct {
 	root    string
@@ -180,7 +177,7 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Annotations[outputIsFile] == "" && g.output != "table" && g.output != "json" {
+			if g.output != "table" && g.output != "json" {
 				return fmt.Errorf("-o %q: the output format is table or json", g.output)
 			}
 			return nil
@@ -191,9 +188,10 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	f := root.PersistentFlags()
 	f.StringVar(&g.root, "root", "/", "the machine to read: / (this host), a directory, or a snapshot .tar.gz")
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
-	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json (for snapshot: the archive to write)")
+	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
 	root.AddCommand(newInventory(g), newTopo(g), newPlan(g), newApply(g), newStatus(g), newRollback(g), newPersist(g), newPVE(g), newDoctor(g), newNCCLTopo(g), newP2P(g), newSnapshot(g), selectorsTopic, splitTOMLTopic)
+	applyContract(root)
 	return root
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -17,9 +18,9 @@ import (
 )
 
 func newSnapshot(g *globals) *cobra.Command {
-	var summary string
+	var file string
 	cmd := &cobra.Command{
-		Use:   "snapshot [-o FILE] [--summary text|json]",
+		Use:   "snapshot [FILE]",
 		Short: "Capture what gpusplit reads into a .tar.gz that --root reads back",
 		Long: `Capture what gpusplit reads from this host into a snapshot archive: the PCI parts of
 sysfs with their links, IOMMU groups, NUMA nodes, the nvidia driver's /proc files, the
@@ -38,18 +39,25 @@ Every command then runs on it with --root FILE, which makes a snapshot the thing
 attach to a bug report. Run it as root, so that config space, the kernel log and every
 process can be read.
 
--o names the archive (- for standard output); the default is
+FILE (or --file FILE) names the archive, - for standard output; the default is
 gpusplit-<hostname>-<date>.tar.gz in the current directory. A summary of what was
 captured, and of what was left out of which file (keys and counts, never the values), goes
-to standard error; --summary json writes it as JSON there instead.`,
+to standard error; with -o json it goes to standard output as one JSON document instead,
+which needs the archive in a file.`,
 		Example: `  sudo gpusplit snapshot
-  sudo gpusplit snapshot -o /tmp/kpro6.tar.gz
-  gpusplit --demo snapshot -o demo.tar.gz && gpusplit --root demo.tar.gz topo`,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{outputIsFile: "true"},
+  sudo gpusplit snapshot /tmp/kpro6.tar.gz
+  sudo gpusplit snapshot --file kpro6.tar.gz -o json | jq .redacted
+  gpusplit --demo snapshot demo.tar.gz && gpusplit --root demo.tar.gz topo`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if summary != "text" && summary != "json" {
-				return fmt.Errorf("--summary %q: the summary is text or json", summary)
+			if len(args) == 1 {
+				if file != "" && file != args[0] {
+					return fmt.Errorf("the archive is named twice, %s and --file %s: name it once", args[0], file)
+				}
+				file = args[0]
+			}
+			if file == "-" && g.json() {
+				return errors.New("the archive (-) and the JSON summary (-o json) would both go to standard output: name a file for the archive, or leave out -o json to have the summary on standard error")
 			}
 			h, err := g.host()
 			if err != nil {
@@ -60,8 +68,7 @@ to standard error; --summary json writes it as JSON there instead.`,
 			if err != nil {
 				return err
 			}
-			file := g.output
-			if file == "table" || file == "json" {
+			if file == "" {
 				name, _ := h.ReadString("/proc/sys/kernel/hostname")
 				if name == "" {
 					name = "host"
@@ -75,28 +82,33 @@ to standard error; --summary json writes it as JSON there instead.`,
 			} else if err := atomicfile.Write(file, buf.Bytes(), 0o644); err != nil {
 				return err
 			}
-			if summary == "json" {
-				b, err := jsonBytes(struct {
+			var werr error
+			if g.json() {
+				for _, l := range []*[]string{&sum.Unreadable, &sum.FilesLeftOut} {
+					if *l == nil {
+						*l = []string{}
+					}
+				}
+				if sum.Redacted == nil {
+					sum.Redacted = []snapshot.Redaction{}
+				}
+				werr = g.writeJSON(struct {
 					Archive string `json:"archive"`
 					*snapshot.Summary
 				}{file, sum})
-				if err != nil {
-					return err
-				}
-				_, err = g.stderr.Write(b)
-				return err
+			} else {
+				fmt.Fprintf(g.stderr, "captured %s: %d files, %d links, %d directories, %s of contents, %s compressed, into %s\n",
+					sum.Root, sum.Files, sum.Links, sum.Directories, byteSize(sum.Bytes), byteSize(sum.ArchiveBytes), file)
+				writeRedactions(g.stderr, sum)
 			}
-			fmt.Fprintf(g.stderr, "captured %s: %d files, %d links, %d directories, %s of contents, %s compressed, into %s\n",
-				sum.Root, sum.Files, sum.Links, sum.Directories, byteSize(sum.Bytes), byteSize(sum.ArchiveBytes), file)
-			writeRedactions(g.stderr, sum)
 			if len(sum.Unreadable) > 0 {
 				fmt.Fprintf(g.stderr, "warning: %d files could not be read (run as root to capture them): %s\n",
 					len(sum.Unreadable), strings.Join(first(sum.Unreadable, 5), ", "))
 			}
-			return nil
+			return werr
 		},
 	}
-	cmd.Flags().StringVar(&summary, "summary", "text", "how to write the summary to standard error: text or json")
+	cmd.Flags().StringVar(&file, "file", "", "the archive to write, - for standard output (default gpusplit-<hostname>-<date>.tar.gz)")
 	return cmd
 }
 

@@ -59,11 +59,11 @@ func secretSample(t *testing.T) (string, []string) {
 func TestSnapshotRedactsAndServes(t *testing.T) {
 	root, secrets := secretSample(t)
 	archive := filepath.Join(t.TempDir(), "snap.tar.gz")
-	_, text, err := run(t, "--root", root, "snapshot", "-o", archive)
+	_, text, err := run(t, "--root", root, "snapshot", archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, jsonText, err := run(t, "--root", root, "snapshot", "-o", archive, "--summary", "json")
+	jsonText, _, err := run(t, "--root", root, "snapshot", "--file", archive, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestSnapshotRedactsAndServes(t *testing.T) {
 		FilesLeftOut []string `json:"files_left_out"`
 	}
 	if err := json.Unmarshal([]byte(jsonText), &sum); err != nil {
-		t.Fatalf("--summary json: %v\n%s", err, jsonText)
+		t.Fatalf("-o json: %v\n%s", err, jsonText)
 	}
 	found := map[string]bool{}
 	for _, r := range sum.Redacted {

@@ -31,6 +31,9 @@ same tree as a Graphviz graph.`,
 			if format != "matrix" && format != "dot" && format != "svg" {
 				return fmt.Errorf("--format %q: the format is matrix, svg or dot", format)
 			}
+			if g.json() && cmd.Flags().Changed("format") {
+				return fmt.Errorf("--format %s and -o json both say what to print: use one of them (-o json is the matrix as JSON)", format)
+			}
 			h, inv, err := g.inventory()
 			if err != nil {
 				return err
