@@ -70,7 +70,7 @@ const guestScript = `
 emit inventory gpusplit --devices ` + E1000E + ` inventory -o json
 emit topo gpusplit --devices ` + E1000E + ` topo -o json
 emit macs sh -c 'for n in /sys/class/net/*; do if [ -e $n/device ]; then echo "$(basename $(readlink -f $n/device)) $(cat $n/address)"; fi; done'
-emit snapshot gpusplit snapshot -o -
+emit snapshot gpusplit snapshot -
 emit kernel sh -c 'for d in /sys/bus/pci/devices/*; do g=$(readlink $d/iommu_group); v=$(readlink $d/driver); echo "$(basename $d) $(cat $d/numa_node) ${g##*/} ${v##*/} $(readlink -f $d)"; done'
 `
 
