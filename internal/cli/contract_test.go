@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/p2p/p2ptest"
 	"github.com/gpusplit/gpusplit/internal/persist"
 )
@@ -63,6 +64,15 @@ var contractCases = map[string][]contractCase{
 		{name: "nothing to do", args: func(t *testing.T, f *fixtures) []string {
 			return []string{"--root", f.sample(t), "--config", f.inSync(t), "--yes"}
 		}},
+		{name: "refused, held GPUs", args: func(t *testing.T, f *fixtures) []string {
+			root := f.sample(t)
+			h, err := host.Open(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newSimKernel(t, h).use(t)
+			return []string{"--root", root, "--vfio", "numa:1", "--yes"}
+		}, code: 1},
 	},
 	"gpusplit status": {
 		{name: "drift", args: fixed("--demo", "--vfio", "numa:1"), code: ExitDrift, doc: true},
@@ -114,6 +124,11 @@ var contractCases = map[string][]contractCase{
 		{name: "written", args: func(t *testing.T, f *fixtures) []string {
 			return []string{"--root", f.sample(t), "--vfio", "numa:1", "--apply"}
 		}},
+		{name: "refused, a VM locked", args: func(t *testing.T, f *fixtures) []string {
+			root := f.sample(t)
+			edit(t, root, vm131, func(s string) string { return "lock: backup\n" + s })
+			return []string{"--root", root, "--vfio", "numa:1", "--apply"}
+		}, code: 1, doc: true},
 		{name: "nothing to do", args: func(t *testing.T, f *fixtures) []string {
 			root := f.sample(t)
 			f.must(t, "--root", root, "pve", "sync", "--vfio", "numa:1", "--apply")
