@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/bootcfg"
+	"github.com/gpusplit/gpusplit/internal/persist"
+	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/pve"
+)
+
+// This file holds what the manual says of each command beyond its help: the exit
+// statuses it can end with and the files it reads and writes. The man pages are made
+// from it (go run ./internal/manpages), "gpusplit help exit-status" prints the table, and
+// the README's table is checked against it, so that none of them can drift from the
+// others. A test makes sure every command has its entry.
+
+// ExitStatus is one exit status of the command line and what it means.
+type ExitStatus struct {
+	Code int
+	// Command is the path of the one command ("gpusplit doctor") the meaning is
+	// particular to; "" for every command. A particular meaning takes the place of the
+	// general one of the same code in that command.
+	Command string
+	Meaning string
+}
+
+const (
+	exitDone   = 0
+	exitFailed = 1
+)
+
+// ExitStatuses is the one table of exit statuses: a code means the same in every
+// command that can end with it.
+var ExitStatuses = []ExitStatus{
+	{exitDone, "", "the command did what was asked, or found nothing to do"},
+	{exitDone, "gpusplit status", "in sync: every device is on the driver the desired state gives it"},
+	{exitDone, "gpusplit doctor", "no finding above info"},
+	{exitDone, "gpusplit p2p", "every copy arrived intact"},
+	{exitFailed, "", "an error: bad input, an unknown command or flag, a refusal (a dry run ends so when the real run would refuse), or a failure; standard error says what and how to go on"},
+	{ExitWarnings, "gpusplit doctor", "warnings and no errors, or an error as for every command"},
+	{ExitErrors, "gpusplit doctor", "errors were found"},
+	{ExitCorrupt, "gpusplit p2p", "a copy between two GPUs delivered wrong bytes"},
+	{ExitDrift, "gpusplit status", "drift: a device is not on the driver the desired state gives it"},
+	{ExitNoCUDA, "gpusplit p2p", "no CUDA driver (libcuda.so.1) to run on, or no gpusplit-cuda to hand over to"},
+}
+
+// ExitStatusesOf returns the exit statuses of the command at path, by code.
+func ExitStatusesOf(path string) []ExitStatus {
+	var out []ExitStatus
+	for _, e := range ExitStatuses {
+		if e.Command == path {
+			out = append(out, e)
+		}
+	}
+	for _, e := range ExitStatuses {
+		if e.Command == "" && !slices.ContainsFunc(out, func(o ExitStatus) bool { return o.Code == e.Code }) {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ExitStatus) int { return a.Code - b.Code })
+	return out
+}
+
+// ExitStatusMarkdown is the table of exit statuses as the README shows it.
+func ExitStatusMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| status | command | meaning |\n|---|---|---|\n")
+	rows := slices.Clone(ExitStatuses)
+	slices.SortStableFunc(rows, func(a, b ExitStatus) int { return a.Code - b.Code })
+	for _, e := range rows {
+		who := "every command"
+		if e.Command != "" {
+			who = "`" + strings.TrimPrefix(e.Command, "gpusplit ") + "`"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s |\n", e.Code, who, e.Meaning)
+	}
+	return b.String()
+}
+
+// exitStatusTopic is a help topic, not a command: gpusplit help exit-status.
+var exitStatusTopic = &cobra.Command{
+	Use:   "exit-status",
+	Short: "What each exit status means, in every command",
+	Long:  exitStatusText(),
+}
+
+func exitStatusText() string {
+	var b strings.Builder
+	b.WriteString("A code means the same in every command that can end with it; scripts can trust it.\n\n")
+	for _, e := range ExitStatuses {
+		who := "every command"
+		if e.Command != "" {
+			who = strings.TrimPrefix(e.Command, "gpusplit ")
+		}
+		fmt.Fprintf(&b, "  %d  %-13s  %s\n", e.Code, who, e.Meaning)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// File is a file, or a set of files, that a command reads or writes, as the host sees it
+// (under --root when one is given).
+type File struct {
+	Path string // a path; * stands for any name
+	Use  string // what the command does with it, a sentence
+}
+
+// Files returns the files of the command cmd. A command that only groups others has the
+// files of its subcommands.
+func Files(cmd *cobra.Command) []File {
+	if fs, ok := OwnFiles(cmd); ok {
+		return fs
+	}
+	var out []File
+	for _, c := range cmd.Commands() {
+		for _, f := range Files(c) {
+			if !slices.ContainsFunc(out, func(o File) bool { return o.Path == f.Path }) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// OwnFiles returns the files the command itself declares; a command that only groups
+// others declares none.
+func OwnFiles(cmd *cobra.Command) ([]File, bool) {
+	fs, ok := commandFiles()[cmd.CommandPath()]
+	return fs, ok
+}
+
+// The files several commands share. Paths come from the packages that use them, so a
+// path changed there changes here.
+var (
+	filePCIDevices = File{"/sys/bus/pci/devices/*", "Reads each PCI device: vendor, device and class, driver and driver_override, IOMMU group, NUMA node and local CPUs, PCIe link, BARs, config space (past its first 64 bytes only as root) and the device's parents up to the host bridge."}
+	fileIOMMU      = File{"/sys/kernel/iommu_groups/*", "Reads the IOMMU groups, their members and their type."}
+	fileNUMA       = File{"/sys/devices/system/node/node*", "Reads the NUMA nodes and their CPUs."}
+	filePCIIDs     = File{"/usr/share/misc/pci.ids, /usr/share/hwdata/pci.ids", "Reads the names of devices; a copy built into gpusplit knows those they lack."}
+	fileNvidiaProc = File{"/proc/driver/nvidia/gpus/*/information", "Reads the nvidia driver's minor number of each GPU (/dev/nvidiaN)."}
+	fileRDMA       = File{"/sys/bus/pci/devices/*/infiniband", "Reads which devices are RDMA NICs, listed beside the GPUs."}
+	fileDrivers    = File{"/sys/bus/pci/drivers/*, /lib/modules/*/modules.dep, /lib/modules/*/modules.builtin, /proc/sys/kernel/osrelease", "Reads which drivers are loaded, and which modules the running kernel can load, to check each driver the split names."}
+	fileDesired    = File{plan.DefaultConfig, "Reads the desired state when no --vfio is given (--config names another file)."}
+
+	fileProcesses = File{"/proc/*/fd, /proc/*/cgroup, /proc/*/comm, /proc/*/cmdline", "Reads which processes hold the devices' nodes open (/dev/nvidia*, /dev/vfio/*, /dev/dri/*, /dev/snd/*), and the Proxmox container or VM each belongs to; other users' processes only as root."}
+	fileStorage   = File{"/sys/block/*, /proc/self/mountinfo, /proc/swaps, /run/udev/data/b*, /proc/spl/kstat/zfs/*, /sys/module/zfs", "Reads the file systems, swap, LVM, md, dm-crypt and ZFS pools on the devices' disks."}
+	fileNet       = File{"/sys/class/net/*", "Reads the devices' network interfaces and whether they are up."}
+	fileRunning   = File{"/run/qemu-server/*.pid, /run/qemu-server/pci-id-reservations, /sys/fs/cgroup/lxc/*", "Reads which Proxmox VMs and containers are running, and which devices each VM took when it started."}
+	fileGuests    = File{"/etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Reads the guests' configs: the hostpciN, devN and lxc.mount.entry lines that give them devices (through /etc/pve/qemu-server, /etc/pve/lxc and /etc/pve/local for this node)."}
+	fileMappings  = File{pve.MappingPath, "Reads Proxmox's PCI mappings, which a VM's hostpciN can name."}
+
+	fileSysfsWrites = File{"/sys/bus/pci/devices/*/driver_override, /sys/bus/pci/drivers/*/unbind, /sys/bus/pci/drivers_probe", "Writes, to move each device to its driver by PCI address; then reads its driver link, and /dev/vfio/<group> for vfio-pci, to verify it."}
+	fileLock        = File{bind.LockPath, "Locked while drivers change, so that two runs never interleave."}
+	fileIdentity    = File{"/proc/sys/kernel/hostname, /etc/machine-id, /proc/sys/kernel/random/boot_id", "Reads which host and which boot the journal is of."}
+
+	fileBackups  = File{pve.BackupDir + "/*", "Writes the previous version of each Proxmox file it replaces."}
+	filePVELocks = File{"/etc/pve/priv/lock/file-mapping_pci_cfg, /var/lock/qemu-server/lock-*.conf, /run/lock/lxc/pve-config-*.lock", "Locked, as Proxmox's own tools lock them, while the files are checked and replaced."}
+	fileNodeName = File{"/etc/hostname, /proc/sys/kernel/hostname", "Reads this node's name, as Proxmox knows it."}
+
+	fileCmdline = File{"/proc/cmdline", "Reads the parameters the running kernel was booted with."}
+	fileKmsg    = File{"/dev/kmsg", "Reads the kernel log on the live host (--kernel-log names a file instead; a snapshot has its own)."}
+
+	filePersist   = File{persist.UdevRule + ", " + persist.Modprobe + ", " + persist.PinScript + ", " + persist.Unit, "The udev rule, modprobe.d hook, its script and the systemd unit that make the split last across reboots."}
+	fileInitramfs = File{"/etc/initramfs-tools/modules", "Reads whether nvidia or vfio-pci load from the initramfs, which must then be rebuilt."}
+)
+
+// holderFiles are what is looked at to tell whether something uses a device.
+func holderFiles() []File {
+	return []File{fileProcesses, fileStorage, fileNet, fileRunning, fileGuests, fileMappings}
+}
+
+// scanFiles are what every command that finds the GPUs reads.
+func scanFiles() []File {
+	return []File{filePCIDevices, fileIOMMU, fileNUMA, filePCIIDs, fileNvidiaProc}
+}
+
+func concatFiles(groups ...[]File) []File { return slices.Concat(groups...) }
+
+// commandFiles maps each command's path to its files. A function, not a variable, so
+// that it sees persist.DefaultBinary as the build set it.
+func commandFiles() map[string][]File {
+	journal := func(use string) File { return File{bind.JournalPath, use} }
+	binary := File{persist.DefaultBinary, "Checked as the binary the unit runs (--binary names another): a regular executable file that only root can change, in directories only root can change."}
+	pveWrites := []File{
+		{pve.MappingPath, "Reads Proxmox's PCI mappings; with --apply writes the mappings of the split."},
+		{"/etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Reads this node's guest configs; with --apply writes the device entries and NUMA settings of the guests that use the GPUs."},
+		fileBackups, filePVELocks, fileNodeName,
+	}
+	return map[string][]File{
+		"gpusplit inventory": concatFiles(scanFiles(), holderFiles()),
+		"gpusplit topo":      concatFiles(scanFiles(), []File{fileRDMA}),
+		"gpusplit plan":      concatFiles(scanFiles(), []File{fileDesired, fileDrivers}, holderFiles()),
+		"gpusplit apply": concatFiles(scanFiles(), []File{
+			fileDesired, fileDrivers, fileLock,
+			journal("Written, with the prior driver of every device to move, before the first change; gpusplit rollback reads it."),
+			fileIdentity, fileSysfsWrites,
+		}, holderFiles(), []File{
+			{pve.MappingPath + ", /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "With sync_proxmox = true in the desired state: written after the GPUs moved, as gpusplit pve sync --apply writes them."},
+			fileBackups, filePVELocks,
+		}),
+		"gpusplit status": concatFiles(scanFiles(), []File{fileDesired, fileDrivers}),
+		"gpusplit rollback": concatFiles(scanFiles(), []File{
+			journal("Reads the prior drivers of the devices the last apply moved."),
+			fileIdentity, fileDrivers, fileLock, fileSysfsWrites,
+		}, holderFiles()),
+		"gpusplit persist install": concatFiles(scanFiles(), []File{
+			{plan.DefaultConfig, "Reads the desired state the files are made from (--config names another file); with --vfio, written from it."},
+			{filePersist.Path, "Written, all four or none, each with its previous version put back if a later one fails; then systemctl daemon-reload, systemctl enable gpusplit.service and udevadm control --reload run."},
+			binary, fileDrivers, fileInitramfs,
+		}),
+		"gpusplit persist remove": {
+			{filePersist.Path, "Removed, after systemctl disable gpusplit.service; then systemctl daemon-reload and udevadm control --reload run."},
+			{plan.DefaultConfig, "Kept: remove leaves the desired state, and the drivers bound now, as they are."},
+			fileInitramfs,
+		},
+		"gpusplit persist show": concatFiles(scanFiles(), []File{
+			{plan.DefaultConfig, "Reads the desired state the files are made from (--config names another file)."},
+			{filePersist.Path, "Reads whether each is installed, and whether it differs from what install would write."},
+			binary, fileDrivers,
+		}),
+		"gpusplit pve mappings": concatFiles(scanFiles(), []File{fileMappings, fileNodeName}),
+		"gpusplit pve sync":     concatFiles(scanFiles(), []File{fileDesired, fileDrivers}, pveWrites, []File{fileRunning}),
+		"gpusplit pve vm-layout": concatFiles(scanFiles(), []File{
+			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; with --apply writes its new layout."},
+			fileMappings, fileBackups,
+			{"/var/lock/qemu-server/lock-ID.conf", "Locked, as qemu-server locks it, while the VM's config is checked and replaced."},
+			fileNodeName,
+		}),
+		"gpusplit pve backups": {
+			{pve.BackupDir + "/*, " + pve.BackupDir + "/*.json", "Reads the backups and, beside each, which file it is of, when it was replaced and by which command."},
+		},
+		"gpusplit pve backups restore": {
+			{pve.BackupDir + "/ID", "Reads the backup to put back; the version it replaces is backed up beside it first."},
+			{pve.MappingPath + ", /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Written: the one file the backup is of, checked and replaced as gpusplit pve sync --apply replaces it."},
+			filePVELocks,
+		},
+		"gpusplit pve backups prune": {
+			{pve.BackupDir + "/*", "Removes the oldest backups of each file beyond the last --keep."},
+		},
+		"gpusplit doctor": concatFiles(scanFiles(), []File{
+			fileCmdline,
+			{bootcfg.GrubFile + ", " + bootcfg.GrubDropIn + "/*.cfg, " + bootcfg.KernelCmdlineFile, "Reads the kernel command line the boot loader will pass (GRUB, or systemd-boot through proxmox-boot-tool)."},
+			fileKmsg,
+			{"/sys/module/nvidia/version, /proc/driver/nvidia/version, /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "Reads the versions of the nvidia driver and of its user-space library."},
+			{"/sys/module/kvm_amd/parameters/sev_snp, /proc/cpuinfo, /sys/class/dmi/id/*", "Reads the CPU and platform features that change how the IOMMU and passthrough behave."},
+			fileDesired,
+		}, holderFiles()),
+		"gpusplit nccl-topo": concatFiles(scanFiles(), []File{
+			fileRDMA, fileCmdline, fileKmsg,
+			{"/etc/pve/nodes/*/qemu-server/ID.conf", "With --vm: reads the VM's hostpciN entries, and the mappings they name."},
+			{"FILE of --manifest, FILE of --check", "Reads the manifest written on the host with --vm, or a topology file to check."},
+			{"FILE of --file", "Written with the topology (or the manifest); standard output without --file."},
+		}),
+		"gpusplit snapshot": {
+			{"/sys, /proc, /etc/default/grub*, /etc/kernel/cmdline, /etc/modprobe.d, /etc/gpusplit/split.toml, /etc/pve/mapping/pci.cfg, /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf, /dev/kmsg", "Reads what gpusplit reads of them, and nothing else: the PCI parts of sysfs, the processes holding GPUs, the kernel log, the boot configuration, the desired state, and of the guest configs only the keys gpusplit reads, with secrets redacted."},
+			{"gpusplit-HOST-DATE.tar.gz", "Written: the archive, in the current directory unless the command line names another file (- for standard output)."},
+		},
+		"gpusplit p2p": concatFiles(scanFiles(), []File{
+			{"/dev/nvidia*, libcuda.so.1", "Opened through the CUDA driver, to copy between the GPUs."},
+			{CUDABinary, "The CUDA build that the static gpusplit hands p2p over to, beside it or on the PATH."},
+		}),
+	}
+}
