@@ -694,7 +694,8 @@ func TestReadGrubErrors(t *testing.T) {
 }
 
 func TestReadGrubHugeInput(t *testing.T) {
-	huge := strings.Repeat("x", 4<<20)
+	// Far past maxValue, and within what host reads of a file (larger is refused there).
+	huge := strings.Repeat("x", host.MaxFileBytes-4096)
 	tests := []struct {
 		name  string
 		src   string

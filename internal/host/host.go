@@ -11,6 +11,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -45,7 +46,9 @@ type entry struct {
 	target string // link target, for Link
 }
 
-// backend reads paths that are already resolved: clean, absolute, free of links.
+// backend reads paths that are already resolved: clean, absolute, free of links. It
+// reads regular files only, each up to its cap (capOf), and lists directories up to
+// maxDirEntries.
 type backend interface {
 	lstat(p string) (entry, error)
 	readFile(p string) ([]byte, error)
@@ -53,6 +56,7 @@ type backend interface {
 	// whose last component is not known: it fails when that is a link. On any error
 	// the caller resolves the path step by step, and reports what that finds.
 	readLeaf(p string) ([]byte, error)
+	open(p string) (io.ReadCloser, error)
 	readDir(p string) ([]string, error)
 }
 
@@ -105,6 +109,11 @@ func newHost(root string, b backend) *Host {
 func (h *Host) Root() string { return h.root }
 
 // ReadFile returns the contents of the file at p, following links inside the root.
+//
+// Only a regular file is read: a FIFO, device or socket is an error (*NotRegularError),
+// and so is a file larger than its cap (*TooLargeError, see FileCap). The slice may be
+// shared with every other reader of the file (a snapshot holds each file once): it must
+// not be changed.
 func (h *Host) ReadFile(p string) ([]byte, error) {
 	if h.inKnownDir(p) {
 		// A device's attributes: one open instead of an lstat and an open.
@@ -133,7 +142,39 @@ func (h *Host) ReadString(p string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// ReadDir returns the sorted names in the directory at p.
+// OpenFile returns the file at p for reading as a stream, for the few files that can be
+// large (a module list): the checks and cap of ReadFile apply, the cap as it is read.
+func (h *Host) OpenFile(p string) (io.ReadCloser, error) {
+	r, err := h.resolve("read", p, true)
+	if err != nil {
+		return nil, err
+	}
+	f, err := h.fs.open(r)
+	if err != nil {
+		return nil, h.pathErr("read", p, err)
+	}
+	return &pathReader{r: f, h: h, p: p}, nil
+}
+
+// pathReader names the file in the errors of a stream, as ReadFile does.
+type pathReader struct {
+	r io.ReadCloser
+	h *Host
+	p string
+}
+
+func (r *pathReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if err != nil && err != io.EOF {
+		err = r.h.pathErr("read", r.p, err)
+	}
+	return n, err
+}
+
+func (r *pathReader) Close() error { return r.r.Close() }
+
+// ReadDir returns the sorted names in the directory at p; a directory of more than
+// MaxDirEntries is an error.
 func (h *Host) ReadDir(p string) ([]string, error) {
 	r, err := h.resolve("read directory", p, true)
 	if err != nil {
