@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -128,13 +129,23 @@ func TestPackage(t *testing.T) {
 		t.Errorf("man gpusplit-persist-install does not name /usr/bin/gpusplit as the unit's binary:\n%s", page)
 	}
 
-	// TAB after "gpusplit to", in bash with the installed script, as bash-completion
-	// loads it; the script asks the installed binary.
-	complete := fmt.Sprintf(`source %s; source %s
-COMP_WORDS=(gpusplit to); COMP_CWORD=1; COMP_LINE="gpusplit to"; COMP_POINT=${#COMP_LINE}
-__start_gpusplit 2>/dev/null; echo "${COMPREPLY[*]}"`, bashCompletion, filepath.Join(root, "usr/share/bash-completion/completions/gpusplit"))
-	if got := run(t, []string{"PATH=" + filepath.Join(root, "usr/bin") + ":/usr/bin:/bin"}, "bash", "-c", complete); strings.TrimSpace(got) != "topo" {
-		t.Errorf("bash completes \"gpusplit to\" to %q, want topo", got)
+	// TAB in bash with the installed script, loaded as bash-completion loads it; the
+	// script asks the installed binary, which reads the sample host.
+	tab := func(line string) []string {
+		script := fmt.Sprintf(`source %s; source %s
+COMP_LINE=$1; read -ra COMP_WORDS <<<"$COMP_LINE"; [[ $COMP_LINE == *" " ]] && COMP_WORDS+=("")
+COMP_CWORD=$((${#COMP_WORDS[@]}-1)); COMP_POINT=${#COMP_LINE}
+__start_gpusplit 2>/dev/null; printf '%%s\n' "${COMPREPLY[@]}"`, bashCompletion, filepath.Join(root, "usr/share/bash-completion/completions/gpusplit"))
+		return strings.Fields(run(t, []string{"PATH=" + filepath.Join(root, "usr/bin") + ":/usr/bin:/bin"}, "bash", "-c", script, "bash", line))
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"gpusplit to", "topo"},
+		{"gpusplit --demo pve vm-layout --vm ", "131"},      // the sample host's VM
+		{"gpusplit --demo topo --devices ", "0000:81:00.0"}, // one of its GPUs
+	} {
+		if got := tab(tc.line); !slices.Contains(got, tc.want) {
+			t.Errorf("bash completes %q to %q, want %s among them", tc.line, got, tc.want)
+		}
 	}
 	zsh, _ := os.ReadFile(filepath.Join(root, "usr/share/zsh/vendor-completions/_gpusplit"))
 	fish, _ := os.ReadFile(filepath.Join(root, "usr/share/fish/vendor_completions.d/gpusplit.fish"))
