@@ -98,7 +98,17 @@ func exitStatusText() string {
 		if e.Command != "" {
 			who = strings.TrimPrefix(e.Command, "gpusplit ")
 		}
-		fmt.Fprintf(&b, "  %d  %-13s  %s\n", e.Code, who, e.Meaning)
+		// Wrapped as the other help texts are, under the meaning's first column.
+		line := fmt.Sprintf("  %d  %-13s ", e.Code, who)
+		indent := strings.Repeat(" ", len(line))
+		for _, w := range strings.Fields(e.Meaning) {
+			if len(line)+1+len(w) > 90 && len(line) > len(indent) {
+				b.WriteString(line + "\n")
+				line = indent
+			}
+			line += " " + w
+		}
+		b.WriteString(line + "\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -108,7 +108,7 @@ func TestREADMEExitStatusTable(t *testing.T) {
 }
 
 func TestExitStatusTopic(t *testing.T) {
-	out := mustRun(t, "help", "exit-status")
+	out := strings.Join(strings.Fields(mustRun(t, "help", "exit-status")), " ")
 	for _, e := range ExitStatuses {
 		if !strings.Contains(out, e.Meaning) {
 			t.Errorf("gpusplit help exit-status does not say %q:\n%s", e.Meaning, out)

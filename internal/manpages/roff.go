@@ -84,8 +84,8 @@ func Page(c *cobra.Command, m Meta) string {
 
 	b.WriteString(".SH SYNOPSIS\n")
 	use := strings.TrimPrefix(c.UseLine(), c.CommandPath())
-	if c.HasAvailableSubCommands() && !c.Runnable() {
-		use = " COMMAND [flags]"
+	if c.HasAvailableSubCommands() && !strings.Contains(c.Use, " ") {
+		use = " [COMMAND] [flags]" // gpusplit alone prints its help
 	}
 	fmt.Fprintf(&b, "\\fB%s\\fR%s\n", esc(c.CommandPath()), esc(use))
 
