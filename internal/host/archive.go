@@ -10,27 +10,12 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"slices"
 	"strings"
 	"syscall"
 )
 
 // archiveBackend holds a snapshot archive unpacked in memory.
-type archiveBackend struct {
-	nodes map[string]*node
-}
-
-// node is one entry of an archive.
-type node struct {
-	kind Kind
-	// data is a File's contents, shared by every read and every hard link: it is never
-	// changed. It is nil for a file over its cap, which is not kept.
-	data     []byte
-	size     int64
-	target   string   // a Link's target, as stored
-	special  string   // what an Other is: "a FIFO", "a character device", …
-	children []string // a Dir's names, sorted once the archive is read
-}
+type archiveBackend struct{ e *entries }
 
 // OpenArchive reads a snapshot: a tar archive, gzip-compressed or not, whose members are
 // paths relative to the root ("sys/devices/…" or "./sys/devices/…"), with symbolic links
@@ -53,7 +38,7 @@ func OpenArchive(name string, r io.Reader) (*Host, error) {
 		src = zr
 	}
 	stream := &streamCap{r: src, left: maxArchiveStream}
-	u := &unpacker{a: &archiveBackend{nodes: map[string]*node{"/": {kind: Dir}}}}
+	u := &unpacker{e: newEntries()}
 	tr := tar.NewReader(stream)
 	for {
 		hdr, err := tr.Next()
@@ -73,10 +58,8 @@ func OpenArchive(name string, r io.Reader) (*Host, error) {
 			return nil, fmt.Errorf("snapshot %s: %w", name, err)
 		}
 	}
-	for _, n := range u.a.nodes {
-		slices.Sort(n.children)
-	}
-	return newHost(name, u.a), nil
+	u.e.finish()
+	return newHost(name, &archiveBackend{u.e}), nil
 }
 
 // maxArchiveStream is MaxArchiveStream, lowered by tests.
@@ -106,7 +89,7 @@ func (s *streamCap) Read(p []byte) (int, error) {
 
 // unpacker adds members to an archiveBackend and keeps its caps.
 type unpacker struct {
-	a       *archiveBackend
+	e       *entries
 	entries int
 	bytes   int64
 }
@@ -123,35 +106,36 @@ func (u *unpacker) member(hdr *tar.Header, tr io.Reader) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if n, ok := u.a.nodes[p]; ok {
-			if n.kind != Dir {
+		if i, ok := u.e.lookup(p); ok {
+			if u.e.at(i).kind != Dir {
 				return fmt.Errorf("member %s: %s is in the archive twice, as a directory and not", shorten(hdr.Name), shorten(p))
 			}
 			return nil
 		}
-		_, err := u.mkdirs(p, true)
+		_, err := u.mkdirs(hdr.Name, p, true)
 		return err
 	case tar.TypeSymlink:
 		if len(hdr.Linkname) > MaxPathBytes || strings.IndexByte(hdr.Linkname, 0) >= 0 {
 			return fmt.Errorf("member %s: the link's target is longer than %d bytes or holds a NUL byte: no Linux link is", shorten(hdr.Name), MaxPathBytes)
 		}
-		return u.add(hdr.Name, p, &node{kind: Link, target: hdr.Linkname}, int64(len(hdr.Linkname)))
+		return u.add(hdr.Name, p, node{kind: Link, data: []byte(hdr.Linkname)}, int64(len(hdr.Linkname)))
 	case tar.TypeLink:
 		target, err := memberPath(hdr.Linkname)
 		if err != nil {
 			return fmt.Errorf("hard link %s: %w", shorten(hdr.Name), err)
 		}
-		t, ok := u.a.nodes[target]
-		if !ok || t.kind != File {
+		i, ok := u.e.lookup(target)
+		if !ok || u.e.at(i).kind != File {
 			return fmt.Errorf("hard link %s points to %s, which is not a regular file before it in the archive", shorten(hdr.Name), shorten(hdr.Linkname))
 		}
+		t := u.e.at(i)
 		// Counted at its size: whoever reads the archive sees one more file of it.
-		return u.add(hdr.Name, p, &node{kind: File, data: t.data, size: t.size}, t.size)
+		return u.add(hdr.Name, p, node{kind: File, data: t.data, size: t.size}, t.size)
 	case tar.TypeReg, tar.TypeGNUSparse, tar.TypeCont:
 		if err := u.count(hdr.Name, hdr.Size); err != nil {
 			return err
 		}
-		n := &node{kind: File, size: hdr.Size}
+		n := node{kind: File, size: hdr.Size}
 		if hdr.Size <= capOf(p).max {
 			// A file over its cap is not kept (tar skips its contents); reading
 			// it fails with the cap, as on a directory.
@@ -163,11 +147,11 @@ func (u *unpacker) member(hdr *tar.Header, tr io.Reader) error {
 		}
 		return u.add(hdr.Name, p, n, 0)
 	case tar.TypeFifo:
-		return u.add(hdr.Name, p, &node{kind: Other, special: "a FIFO"}, 0)
+		return u.add(hdr.Name, p, node{kind: Other, other: 0}, 0)
 	case tar.TypeChar:
-		return u.add(hdr.Name, p, &node{kind: Other, special: "a character device"}, 0)
+		return u.add(hdr.Name, p, node{kind: Other, other: 1}, 0)
 	case tar.TypeBlock:
-		return u.add(hdr.Name, p, &node{kind: Other, special: "a block device"}, 0)
+		return u.add(hdr.Name, p, node{kind: Other, other: 2}, 0)
 	}
 	// Global headers and the like: nothing gpusplit reads, but tar reads their
 	// contents past.
@@ -185,61 +169,59 @@ func (u *unpacker) count(member string, n int64) error {
 
 // add puts n at p, which must be new, below directories made as needed; extra is what n
 // holds beyond its name.
-func (u *unpacker) add(member, p string, n *node, extra int64) error {
+func (u *unpacker) add(member, p string, n node, extra int64) error {
 	if p == "/" {
 		return fmt.Errorf("member %s: the root can only be a directory", shorten(member))
 	}
-	if _, ok := u.a.nodes[p]; ok {
+	if _, ok := u.e.lookup(p); ok {
 		return fmt.Errorf("member %s: %s is in the archive twice", shorten(member), shorten(p))
 	}
-	dir, err := u.mkdirs(parent(p), false)
+	dir, err := u.mkdirs(member, parent(p), false)
 	if err != nil {
-		return fmt.Errorf("member %s: %w", shorten(member), err)
+		return err
 	}
 	if err := u.count(member, int64(len(p))+extra); err != nil {
 		return err
 	}
-	u.a.nodes[p] = n
-	dir.children = append(dir.children, p[strings.LastIndexByte(p, '/')+1:])
+	n.path, n.parent = p, dir
+	u.e.insert(n)
 	return nil
 }
 
-// mkdirs returns the directory at p, making it and the directories above it as needed.
-// Every directory made counts by its name, and as an entry unless it is the member
-// itself (when isMember is set), which is counted already.
-func (u *unpacker) mkdirs(p string, isMember bool) (*node, error) {
+// mkdirs returns the directory at p, making it and the directories above it as needed
+// for member. Every directory made counts by its name, and as an entry unless it is the
+// member itself (when isMember is set), which is counted already.
+func (u *unpacker) mkdirs(member, p string, isMember bool) (int32, error) {
 	var missing []string
 	d := p
+	var dir int32
 	for {
-		n, ok := u.a.nodes[d]
+		i, ok := u.e.lookup(d)
 		if ok {
-			if n.kind != Dir {
-				return nil, fmt.Errorf("%s is not a directory in the archive", shorten(d))
+			if u.e.at(i).kind != Dir {
+				return 0, fmt.Errorf("member %s: %s is not a directory in the archive", shorten(member), shorten(d))
 			}
+			dir = i
 			break
 		}
 		missing = append(missing, d)
 		d = parent(d)
 	}
-	n := u.a.nodes[d]
 	for i := len(missing) - 1; i >= 0; i-- {
 		m := missing[i]
 		if !isMember || i > 0 {
 			// A directory the member's name implies is an entry of its own.
 			u.entries++
 			if u.entries > MaxArchiveEntries {
-				return nil, fmt.Errorf("more than %d entries (at %s), more than any host's snapshot holds: not reading it", MaxArchiveEntries, shorten(m))
+				return 0, fmt.Errorf("more than %d entries (at member %s), more than any host's snapshot holds: not reading it", MaxArchiveEntries, shorten(member))
 			}
 		}
-		if err := u.count(m, int64(len(m))); err != nil {
-			return nil, err
+		if err := u.count(member, int64(len(m))); err != nil {
+			return 0, err
 		}
-		child := &node{kind: Dir}
-		u.a.nodes[m] = child
-		n.children = append(n.children, m[strings.LastIndexByte(m, '/')+1:])
-		n = child
+		dir = u.e.insert(node{path: m, kind: Dir, parent: dir})
 	}
-	return n, nil
+	return dir, nil
 }
 
 // memberPath turns a tar member name into a clean absolute path, refusing names that
@@ -252,7 +234,9 @@ func memberPath(name string) (string, error) {
 		return "", fmt.Errorf("name is longer than %d bytes (PATH_MAX), as no path on a Linux host is", MaxPathBytes)
 	}
 	depth := 0
-	for _, c := range strings.Split(name, "/") {
+	for rest := name; rest != ""; {
+		c, after, _ := strings.Cut(rest, "/")
+		rest = after
 		if len(c) > MaxNameBytes {
 			return "", fmt.Errorf("a component of the name is longer than %d bytes (NAME_MAX), as no file name on a Linux host is", MaxNameBytes)
 		}
@@ -276,7 +260,7 @@ func memberPath(name string) (string, error) {
 
 // shorten keeps a member name from filling a message.
 func shorten(name string) string {
-	const most = 120
+	const most = 64
 	if len(name) <= most {
 		return fmt.Sprintf("%q", name)
 	}
@@ -284,30 +268,36 @@ func shorten(name string) string {
 }
 
 func (a *archiveBackend) lstat(p string) (entry, error) {
-	n, ok := a.nodes[p]
+	i, ok := a.e.lookup(p)
 	if !ok {
 		return entry{}, fs.ErrNotExist
 	}
-	return entry{kind: n.kind, target: n.target}, nil
+	n := a.e.at(i)
+	if n.kind == Link {
+		return entry{kind: Link, target: string(n.data)}, nil
+	}
+	return entry{kind: n.kind}, nil
 }
 
 // readFile returns the file's contents as held, not a copy: callers must not change it.
 func (a *archiveBackend) readFile(p string) ([]byte, error) {
-	n, ok := a.nodes[p]
-	switch {
-	case !ok:
+	i, ok := a.e.lookup(p)
+	if !ok {
 		return nil, fs.ErrNotExist
+	}
+	switch n := a.e.at(i); {
 	case n.kind == Dir:
 		return nil, syscall.EISDIR
 	case n.kind == Other:
-		return nil, &NotRegularError{Type: n.special}
+		return nil, &NotRegularError{Type: otherKinds[n.other]}
 	case n.kind == Link:
 		return nil, errLeafIsLink
 	case n.data == nil && n.size > 0:
 		return nil, capOf(p).tooLarge(n.size)
+	default:
+		// Made to its size, so an append by a caller copies it.
+		return n.data, nil
 	}
-	// Made to its size, so an append by a caller copies it.
-	return n.data, nil
 }
 
 func (a *archiveBackend) readLeaf(p string) ([]byte, error) { return a.readFile(p) }
@@ -321,12 +311,12 @@ func (a *archiveBackend) open(p string) (io.ReadCloser, error) {
 }
 
 func (a *archiveBackend) readDir(p string) ([]string, error) {
-	n, ok := a.nodes[p]
+	i, ok := a.e.lookup(p)
 	switch {
 	case !ok:
 		return nil, fs.ErrNotExist
-	case n.kind != Dir:
+	case a.e.at(i).kind != Dir:
 		return nil, syscall.ENOTDIR
 	}
-	return slices.Clone(n.children), nil
+	return a.e.names(i), nil
 }
