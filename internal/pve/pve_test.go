@@ -183,20 +183,8 @@ func demo(t *testing.T) (*host.Host, *inventory.Inventory) {
 
 func syncDemo(t *testing.T, d plan.Desired) map[string]Change {
 	t.Helper()
-	h, inv := demo(t)
-	p, err := plan.Make(inv, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	changes, _, err := Sync(h, inv, p, d, SyncOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]Change{}
-	for _, c := range changes {
-		out[c.Path] = c
-	}
-	return out
+	changes, _ := syncWith(t, nil, d, SyncOptions{})
+	return changes
 }
 
 func vfio(t *testing.T, sel string) plan.Desired {
