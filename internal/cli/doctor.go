@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"maps"
@@ -61,8 +60,10 @@ Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
 				}
 				defer f.Close()
 				log = f
-			} else if b, err := h.KernelLog(); err == nil {
-				log = bytes.NewReader(b)
+			} else if r, err := h.OpenKernelLog(); err == nil {
+				// Streamed: the kernel log can be tens of MiB.
+				defer r.Close()
+				log = r
 			} else {
 				logErr = err
 			}

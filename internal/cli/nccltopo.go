@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -228,9 +227,10 @@ func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res 
 // of them warns or worse.
 func p2pAdvice(h *host.Host, inv *inventory.Inventory) (bool, []doctor.Finding, error) {
 	var log io.Reader
-	b, logErr := h.KernelLog()
+	r, logErr := h.OpenKernelLog()
 	if logErr == nil {
-		log = bytes.NewReader(b)
+		defer r.Close()
+		log = r
 	}
 	env, err := doctor.NewEnv(h, inv, log, logErr)
 	if err != nil {
