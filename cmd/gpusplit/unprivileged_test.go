@@ -36,6 +36,8 @@ func TestUnprivilegedWrites(t *testing.T) {
 		{[]string{"persist", "remove"}, "persist remove needs root"},
 		{[]string{"apply", "--vfio", "numa:1", "--yes"}, "apply needs root (it rebinds PCI devices through /sys"},
 		{[]string{"rollback", "--yes"}, "rollback needs root"},
+		{[]string{"pve", "backups", "restore", "etc_pve_mapping_pci.cfg.20261201T101500.000000000Z"}, "pve backups restore needs root"},
+		{[]string{"pve", "backups", "prune", "--keep", "1"}, "pve backups prune needs root"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)
