@@ -9,6 +9,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,10 @@ var binary string
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild(os.Args[1:]))
+	}
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "gpusplit-hostile-bin-")
 	if err != nil {
@@ -79,6 +84,9 @@ type crafted struct {
 // Every command finishes on every crafted root, with an error or a warning that names
 // the file, or the documented fallback, within 100 MB.
 func TestCraftedRoots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds gpusplit and runs it 70 times (a minute on 2 CPUs)")
+	}
 	hardLinked := []string{pciCfg, "proc/cpuinfo", "proc/cmdline", "dev/kmsg",
 		"etc/pve/nodes/kpro6/qemu-server/131.conf", "etc/pve/nodes/kpro6/lxc/129.conf"}
 	for _, d := range []string{"0000:00:01.1/0000:01:00.0", "0000:10:01.1/0000:11:00.0", "0000:60:01.1/0000:61:00.0", "0000:70:01.1/0000:71:00.0",
@@ -170,7 +178,9 @@ func TestCraftedRoots(t *testing.T) {
 	for _, c := range roots {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			start := time.Now()
 			root := c.make(t)
+			t.Logf("root made in %v", time.Since(start).Round(time.Millisecond))
 			for name, args := range commands {
 				args = append([]string(nil), args...)
 				for i, a := range args {
@@ -178,8 +188,9 @@ func TestCraftedRoots(t *testing.T) {
 						args[i] = filepath.Join(t.TempDir(), "snap.tar.gz")
 					}
 				}
+				start := time.Now()
 				out, code, rss := run(t, root, args)
-				t.Logf("%s: exit %d, %d MB\n%s", name, code, rss>>20, firstLines(out, 8))
+				t.Logf("%s: exit %d, %d MB, %v\n%s", name, code, rss>>20, time.Since(start).Round(time.Millisecond), firstLines(out, 8))
 				if code < 0 || code > 3 || strings.Contains(out, "panic:") || strings.Contains(out, "fatal error:") {
 					t.Errorf("%s: exit %d\n%s", name, code, firstLines(out, 30))
 				}
