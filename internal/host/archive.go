@@ -108,7 +108,7 @@ func (u *unpacker) member(hdr *tar.Header, tr io.Reader) error {
 	case tar.TypeDir:
 		if i, ok := u.e.lookup(p); ok {
 			if u.e.at(i).kind != Dir {
-				return fmt.Errorf("member %s: %s is in the archive twice, as a directory and not", shorten(hdr.Name), shorten(p))
+				return fmt.Errorf("member %s: %s is in the archive twice, once as a directory", shorten(hdr.Name), shorten(p))
 			}
 			return nil
 		}
@@ -118,7 +118,7 @@ func (u *unpacker) member(hdr *tar.Header, tr io.Reader) error {
 		if len(hdr.Linkname) > MaxPathBytes || strings.IndexByte(hdr.Linkname, 0) >= 0 {
 			return fmt.Errorf("member %s: the link's target is longer than %d bytes or holds a NUL byte: no Linux link is", shorten(hdr.Name), MaxPathBytes)
 		}
-		return u.add(hdr.Name, p, node{kind: Link, data: []byte(hdr.Linkname)}, int64(len(hdr.Linkname)))
+		return u.add(hdr.Name, p, node{kind: Link, target: hdr.Linkname}, int64(len(hdr.Linkname)))
 	case tar.TypeLink:
 		target, err := memberPath(hdr.Linkname)
 		if err != nil {
@@ -274,7 +274,7 @@ func (a *archiveBackend) lstat(p string) (entry, error) {
 	}
 	n := a.e.at(i)
 	if n.kind == Link {
-		return entry{kind: Link, target: string(n.data)}, nil
+		return entry{kind: Link, target: n.target}, nil
 	}
 	return entry{kind: n.kind}, nil
 }

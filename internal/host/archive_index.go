@@ -8,7 +8,7 @@ import (
 
 // entries holds the entries of an archive in little memory: the cap on entries
 // (MaxArchiveEntries) is what bounds an archive of a million empty directories, so each
-// entry costs about 80 bytes besides its path. Entries live in fixed-size chunks (no
+// entry costs about 100 bytes besides its path. Entries live in fixed-size chunks (no
 // copy as they grow), are found by path through an open-addressing table of indexes,
 // and a directory's entries are listed from one shared slice, built once all are in.
 type entries struct {
@@ -24,9 +24,10 @@ type node struct {
 	path string
 	// data is a File's contents, shared by every read and every hard link: it is never
 	// changed. It is nil for a file over its cap, which is not kept (size says how
-	// large it is), and holds a Link's target.
+	// large it is).
 	data   []byte
 	size   int64
+	target string // a Link's, as stored
 	parent int32
 	first  int32 // a Dir's entries: kids[first:first+count]
 	count  int32

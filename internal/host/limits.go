@@ -37,8 +37,8 @@ const (
 	MaxArchiveBytes = 64 << 20
 	// MaxArchiveEntries caps the entries of a snapshot archive, the directories its
 	// names imply included: the whole tree of the synthetic 4,096-function host has
-	// 160,000. An entry costs about 80 bytes besides its name, so a million empty
-	// directories are refused having cost about 50 MB.
+	// 160,000. An entry costs about 100 bytes besides its name, so a million empty
+	// directories are refused having cost about 60 MB.
 	MaxArchiveEntries = 1 << 18
 	// MaxArchiveStream caps the unpacked tar stream, headers included, which bounds
 	// the time spent unpacking (about a second per GiB).
