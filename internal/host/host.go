@@ -116,7 +116,7 @@ func (h *Host) Root() string { return h.root }
 // not be changed.
 func (h *Host) ReadFile(p string) ([]byte, error) {
 	if h.inKnownDir(p) {
-		// A device's attributes: one open instead of an lstat and an open.
+		// A device's attributes: read at once, without resolving the path again.
 		if b, err := h.fs.readLeaf(p); err == nil {
 			return b, nil
 		}

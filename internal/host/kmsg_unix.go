@@ -59,14 +59,6 @@ func kernelLogDevice(st *syscall.Stat_t) error {
 	return nil
 }
 
-func lstat(name string, st *syscall.Stat_t) error {
-	for {
-		if err := syscall.Lstat(name, st); err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
 // kmsgReader reads /dev/kmsg without blocking: each read returns one record, and
 // EAGAIN means there are no more, which is the end of the log.
 type kmsgReader struct {

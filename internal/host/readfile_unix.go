@@ -19,8 +19,7 @@ import (
 // fill memory. When lstatFirst is set, what is at name is looked at before it is
 // opened: opening a device can do things (a watchdog starts counting down, a tape
 // rewinds), and a directory root unpacked from an archive as root can hold any device.
-// The last component of name is never followed: it fails with errLeafIsLink, or with
-// ELOOP when a link appears between the lstat and the open.
+// The last component of name is never followed: a link there is errLeafIsLink.
 func readRegular(name string, c fileCap, lstatFirst bool) ([]byte, error) {
 	if lstatFirst {
 		if err := lstatCheck(name, c); err != nil {
@@ -82,12 +81,16 @@ func readRegular(name string, c fileCap, lstatFirst bool) ([]byte, error) {
 // lstatCheck refuses what is at name unless it is a regular file of at most c.max bytes.
 func lstatCheck(name string, c fileCap) error {
 	var st syscall.Stat_t
+	if err := lstat(name, &st); err != nil {
+		return err
+	}
+	return check(&st, c)
+}
+
+// lstat is syscall.Lstat, again when a signal interrupts it.
+func lstat(name string, st *syscall.Stat_t) error {
 	for {
-		err := syscall.Lstat(name, &st)
-		if err == nil {
-			return check(&st, c)
-		}
-		if err != syscall.EINTR {
+		if err := syscall.Lstat(name, st); err != syscall.EINTR {
 			return err
 		}
 	}
@@ -215,14 +218,8 @@ func openDir(name string) (*os.File, error) {
 // allocation of an os.FileInfo.
 func lstatKind(name string) (Kind, error) {
 	var st syscall.Stat_t
-	for {
-		err := syscall.Lstat(name, &st)
-		if err == nil {
-			break
-		}
-		if err != syscall.EINTR {
-			return 0, err
-		}
+	if err := lstat(name, &st); err != nil {
+		return 0, err
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFLNK:
