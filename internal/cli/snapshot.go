@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
+	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/snapshot"
 )
 
@@ -102,8 +103,12 @@ which needs the archive in a file.`,
 				writeRedactions(g.stderr, sum)
 			}
 			if len(sum.Unreadable) > 0 {
-				fmt.Fprintf(g.stderr, "warning: %d files could not be read (run as root to capture them): %s\n",
-					len(sum.Unreadable), strings.Join(first(sum.Unreadable, 5), ", "))
+				fmt.Fprintf(g.stderr, "warning: %s could not be read (run as root to capture them): %s\n",
+					plural.N(len(sum.Unreadable), "file", "files"), strings.Join(first(sum.Unreadable, 5), ", "))
+			}
+			if len(sum.Refused) > 0 {
+				fmt.Fprintf(g.stderr, "warning: %s left out for what they are: %s\n",
+					plural.N(len(sum.Refused), "file", "files"), strings.Join(first(sum.Refused, 5), "; "))
 			}
 			return werr
 		},

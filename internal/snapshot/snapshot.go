@@ -49,12 +49,15 @@ var writeOnly = map[string]bool{
 
 // Summary says what went into a snapshot.
 type Summary struct {
-	Root         string   `json:"root"`
-	Files        int      `json:"files"`
-	Links        int      `json:"links"`
-	Directories  int      `json:"directories"`
-	Bytes        int64    `json:"bytes"`         // contents, uncompressed
-	Unreadable   []string `json:"unreadable"`    // paths that exist but could not be read
+	Root        string   `json:"root"`
+	Files       int      `json:"files"`
+	Links       int      `json:"links"`
+	Directories int      `json:"directories"`
+	Bytes       int64    `json:"bytes"`      // contents, uncompressed
+	Unreadable  []string `json:"unreadable"` // paths that exist but may not be read (root may)
+	// Refused are the paths left out for what they are, whoever runs: a file over its
+	// size cap, a FIFO or device where a file belongs; "path: reason".
+	Refused      []string `json:"refused"`
 	ArchiveBytes int64    `json:"archive_bytes"` // the .tar.gz as written
 	// Redacted are the captured files that lost lines or values on the way, in path
 	// order; FilesLeftOut the files beside captured ones (in /etc/gpusplit and
@@ -65,11 +68,12 @@ type Summary struct {
 
 // capture collects entries before writing, so the archive is sorted and deterministic.
 type capture struct {
-	h     *host.Host
-	files map[string][]byte
-	links map[string]string
-	dirs  map[string]bool
-	bad   []string
+	h       *host.Host
+	files   map[string][]byte
+	links   map[string]string
+	dirs    map[string]bool
+	bad     []string
+	refused []string
 	// redacted is what was left out of captured files, by path; leftOut the files left out.
 	redacted map[string]Redaction
 	leftOut  []string
@@ -84,9 +88,12 @@ func Capture(h *host.Host, w io.Writer) (*Summary, error) {
 	c.system()
 	c.processes()
 	c.etc()
-	s := &Summary{Root: h.Root(), Unreadable: c.bad, Redacted: []Redaction{}, FilesLeftOut: c.leftOut}
+	s := &Summary{Root: h.Root(), Unreadable: c.bad, Refused: c.refused, Redacted: []Redaction{}, FilesLeftOut: c.leftOut}
 	if s.Unreadable == nil {
 		s.Unreadable = []string{}
+	}
+	if s.Refused == nil {
+		s.Refused = []string{}
 	}
 	for _, p := range slices.Sorted(maps.Keys(c.redacted)) {
 		s.Redacted = append(s.Redacted, c.redacted[p])
@@ -347,6 +354,10 @@ func (c *capture) note(r Redaction) {
 // file captures a regular file; a missing one is skipped, an unreadable one noted.
 func (c *capture) file(p string) {
 	kind, _, err := c.h.Lstat(p)
+	if err == nil && kind == host.Other {
+		c.refused = append(c.refused, p+": not a regular file (a FIFO, device or socket)")
+		return
+	}
 	if err != nil || kind != host.File {
 		return
 	}
@@ -355,8 +366,12 @@ func (c *capture) file(p string) {
 		return
 	}
 	b, err := c.h.ReadFile(p)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
 		c.bad = append(c.bad, p)
+		return
+	case err != nil:
+		c.refused = append(c.refused, fmt.Sprintf("%s: %v", p, err))
 		return
 	}
 	c.files[p] = b

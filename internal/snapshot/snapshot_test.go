@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/fakehost"
@@ -192,5 +193,40 @@ func TestCapturedGuestsOpen(t *testing.T) {
 		if a, b := members(t, b), members(t, again); len(a) != len(b) {
 			t.Errorf("%s: %d members, its capture %d", f, len(a), len(b))
 		}
+	}
+}
+
+// A file left out for what it is (a FIFO where /proc/cmdline belongs, a pci.cfg over
+// its cap) is listed as refused, with the reason, not as wanting root; the archive is
+// still written.
+func TestCaptureRefused(t *testing.T) {
+	root := t.TempDir()
+	if err := samplehost.Unpack(root); err != nil {
+		t.Fatal(err)
+	}
+	cmdline := filepath.Join(root, "proc/cmdline")
+	os.Remove(cmdline)
+	if err := syscall.Mkfifo(cmdline, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/pve/mapping/pci.cfg"), bytes.Repeat([]byte("#\n"), 1<<20), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Capture(h, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(sum.Refused, "\n")
+	for _, want := range []string{"/proc/cmdline: not a regular file", "/etc/pve/mapping/pci.cfg: "} {
+		if !strings.Contains(all, want) {
+			t.Errorf("refused %q lacks %q", sum.Refused, want)
+		}
+	}
+	if len(sum.Unreadable) != 0 {
+		t.Errorf("unreadable %q: nothing here needs root", sum.Unreadable)
 	}
 }
