@@ -318,5 +318,8 @@ func (a *archiveBackend) readDir(p string) ([]string, error) {
 	case a.e.at(i).kind != Dir:
 		return nil, syscall.ENOTDIR
 	}
+	if n, limit := int(a.e.at(i).count), dirCap(p); n > limit {
+		return nil, tooManyEntries(limit)
+	}
 	return a.e.names(i), nil
 }

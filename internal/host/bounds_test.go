@@ -478,8 +478,8 @@ func TestArchiveStreamCap(t *testing.T) {
 
 // A listing over the cap is an error that names the directory.
 func TestDirEntriesCap(t *testing.T) {
-	defer func(old int) { maxDirEntries = old }(maxDirEntries)
-	maxDirEntries = 100
+	defer func(old int) { dirCapScale = old }(dirCapScale)
+	dirCapScale = MaxSysDirEntries / 100
 	root := t.TempDir()
 	for i := range 100 {
 		if err := os.Symlink("x", filepath.Join(root, fmt.Sprint(i))); err != nil {
@@ -506,6 +506,95 @@ func TestDirEntriesCap(t *testing.T) {
 	within(t, "ReadDir of a FIFO", func() { _, err = h.ReadDir("/fifo") })
 	if err == nil {
 		t.Error("ReadDir of a FIFO succeeded")
+	}
+}
+
+// A listing's cap depends on where it lies, in a directory and in an archive alike.
+func TestDirCapByPlace(t *testing.T) {
+	defer func(old int) { dirCapScale = old }(dirCapScale)
+	dirCapScale = MaxPVEDirEntries / 8 // /etc/pve: 8 entries, /proc: 32, elsewhere 2
+	var ps []plant
+	for _, d := range []string{"proc", "etc/pve/nodes", "sys/bus/pci/devices"} {
+		for i := range 8 {
+			ps = append(ps, plant{path: fmt.Sprintf("%s/%d", d, i), kind: "file"})
+		}
+	}
+	dir := t.TempDir()
+	plantDir(t, dir, ps)
+	fromDir, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromArchive, err := OpenArchive("a", bytes.NewReader(plantTar(t, nil, ps)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*Host{fromDir, fromArchive} {
+		for _, d := range []string{"/proc", "/etc/pve/nodes"} {
+			if names, err := h.ReadDir(d); err != nil || len(names) != 8 {
+				t.Errorf("%s %s: %d names, %v", h.Root(), d, len(names), err)
+			}
+		}
+		_, err := h.ReadDir("/sys/bus/pci/devices")
+		if err == nil || !strings.Contains(err.Error(), "read directory /sys/bus/pci/devices") || !strings.Contains(err.Error(), "holds more than 2 entries") {
+			t.Errorf("%s: /sys/bus/pci/devices over its cap: %v", h.Root(), err)
+		}
+	}
+}
+
+// A directory root is read up to MaxRootBytes and MaxRootEntries in all: past either,
+// every read fails with ErrRootSpent, which says what was spent.
+func TestRootSpent(t *testing.T) {
+	defer func(b, e int64) { maxRootBytes, maxRootEntries = b, e }(maxRootBytes, maxRootEntries)
+	maxRootBytes, maxRootEntries = 10<<10, 24
+	var ps []plant
+	for i := range 12 {
+		ps = append(ps, plant{path: fmt.Sprintf("sys/a/%02d", i), kind: "file", size: 1 << 10})
+	}
+	root := t.TempDir()
+	plantDir(t, root, ps)
+
+	h, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, p := range ps {
+		if _, err := h.ReadFile("/" + p.path); err != nil {
+			if !errors.Is(err, ErrRootSpent) || !strings.Contains(err.Error(), "10 KiB of files") || !strings.Contains(err.Error(), "/"+p.path) {
+				t.Errorf("read %s: %v", p.path, err)
+			}
+			break
+		}
+		read++
+	}
+	if read != 10 {
+		t.Errorf("read %d files of 1 KiB under a cap of 10 KiB, want 10", read)
+	}
+	// Streams count, and so do reads that would have been refused anyway.
+	if _, err := h.OpenFile("/sys/a/00"); !errors.Is(err, ErrRootSpent) {
+		t.Errorf("OpenFile once spent: %v", err)
+	}
+
+	h, err = Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.OpenFile("/sys/a/00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(r); err != nil || len(b) != 1<<10 {
+		t.Fatalf("stream: %d bytes, %v", len(b), err)
+	}
+	r.Close()
+	for range 2 {
+		if names, err := h.ReadDir("/sys/a"); err != nil || len(names) != 12 {
+			t.Fatalf("listing 12 names of 24: %d, %v", len(names), err)
+		}
+	}
+	if _, err := h.ReadDir("/sys"); !errors.Is(err, ErrRootSpent) || !strings.Contains(err.Error(), "24 names in its directories") {
+		t.Errorf("listing once 24 names were listed: %v", err)
 	}
 }
 

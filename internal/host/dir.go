@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // dirBackend reads a directory tree: the live machine ("/") or a fixture.
@@ -16,11 +17,35 @@ type dirBackend struct {
 	// file systems: they hold no devices, FIFOs or sockets, so a file there is opened
 	// without looking at it first (fstat still checks it).
 	live bool
+	// spent is what has been read of the root so far (MaxRootBytes, MaxRootEntries).
+	spent *spent
 }
 
 func newDirBackend(dir string) dirBackend {
 	dir = filepath.Clean(dir)
-	return dirBackend{dir: dir, live: dir == "/"}
+	return dirBackend{dir: dir, live: dir == "/", spent: &spent{}}
+}
+
+// spent counts what a Host has read of a directory root, for every reader at once.
+type spent struct {
+	bytes, entries atomic.Int64
+}
+
+// check fails once either count is past its cap.
+func (s *spent) check() error {
+	if s.bytes.Load() > maxRootBytes {
+		return rootSpent(byteSize(maxRootBytes) + " of files")
+	}
+	if s.entries.Load() > maxRootEntries {
+		return rootSpent(fmt.Sprintf("%d names in its directories", maxRootEntries))
+	}
+	return nil
+}
+
+// read counts n bytes read, and fails when that takes the total past its cap.
+func (s *spent) read(n int) error {
+	s.bytes.Add(int64(n))
+	return s.check()
 }
 
 // lstatFirst reports whether what is at p is looked at before it is opened.
@@ -57,28 +82,67 @@ func (d dirBackend) lstat(p string) (entry, error) {
 }
 
 func (d dirBackend) readFile(p string) ([]byte, error) {
-	return readRegular(d.abs(p), capOf(p), d.lstatFirst(p))
+	if err := d.spent.check(); err != nil {
+		return nil, err
+	}
+	b, err := readRegular(d.abs(p), capOf(p), d.lstatFirst(p))
+	if err == nil {
+		err = d.spent.read(len(b))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // readLeaf is readFile: readRegular never follows a link in the last component.
 func (d dirBackend) readLeaf(p string) ([]byte, error) { return d.readFile(p) }
 
 func (d dirBackend) open(p string) (io.ReadCloser, error) {
-	return openRegular(d.abs(p), capOf(p), d.lstatFirst(p))
+	if err := d.spent.check(); err != nil {
+		return nil, err
+	}
+	r, err := openRegular(d.abs(p), capOf(p), d.lstatFirst(p))
+	if err != nil {
+		return nil, err
+	}
+	return &spentReader{ReadCloser: r, s: d.spent}, nil
+}
+
+// spentReader counts what is read of a stream as read of the root.
+type spentReader struct {
+	io.ReadCloser
+	s *spent
+}
+
+func (r *spentReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err2 := r.s.read(n); err2 != nil && err == nil {
+		return 0, err2
+	}
+	return n, err
 }
 
 func (d dirBackend) readDir(p string) ([]string, error) {
+	if err := d.spent.check(); err != nil {
+		return nil, err
+	}
 	f, err := openDir(d.abs(p))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	limit := dirCap(p)
 	names := []string{}
 	for {
 		batch, err := f.Readdirnames(4096)
 		names = append(names, batch...)
-		if len(names) > maxDirEntries {
-			return nil, fmt.Errorf("holds more than %d entries, more than any directory gpusplit lists on a real host", maxDirEntries)
+		if len(names) > limit {
+			return nil, tooManyEntries(limit)
+		}
+		d.spent.entries.Add(int64(len(batch)))
+		if err := d.spent.check(); err != nil {
+			return nil, err
 		}
 		if err == io.EOF {
 			return names, nil

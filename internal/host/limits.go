@@ -48,14 +48,57 @@ const (
 	MaxPathBytes = 4096
 	MaxNameBytes = 255
 
-	// MaxDirEntries caps one directory listing: a process may hold 1,048,576 files
-	// open by default (fs.nr_open), which /proc/PID/fd lists, and no sysfs directory
-	// or /proc comes near it on a real host.
+	// MaxDirEntries caps a directory listing under /proc: a process may hold 1,048,576
+	// files open by default (fs.nr_open), which /proc/PID/fd lists, and /proc lists a
+	// directory per process.
 	MaxDirEntries = 1 << 20
+	// MaxPVEDirEntries caps a listing under /etc/pve: Proxmox's cluster file system
+	// holds at most 262,144 files and directories in all (MEMDB_MAX_INODES).
+	MaxPVEDirEntries = 1 << 18
+	// MaxSysDirEntries caps every other listing: one PCI segment holds at most 65,536
+	// functions (256 buses of 32 devices of 8), and no directory of sysfs, /etc or
+	// /run that gpusplit lists comes near it on a real host.
+	MaxSysDirEntries = 1 << 16
+
+	// MaxRootBytes and MaxRootEntries cap what one Host reads of a directory root in
+	// all: the bytes of its files and the names of its listings. Each file and listing
+	// is capped above; these bound how many there can be, so that 65,536 devices of
+	// 1 MiB attributes cost a fraction of a second, not an hour. The largest reader, a
+	// snapshot of a real host, reads a few MiB and lists tens of thousands of names (the
+	// synthetic 4,096-function host of the benchmarks: 21 MiB for a snapshot, 4 MiB for
+	// inventory). A Host of an archive is bounded by the archive's caps instead.
+	MaxRootBytes   = 256 << 20
+	MaxRootEntries = 1 << 22
 )
 
-// maxDirEntries is MaxDirEntries, lowered by tests.
-var maxDirEntries = MaxDirEntries
+// maxRootBytes and maxRootEntries are MaxRootBytes and MaxRootEntries, lowered by tests.
+var maxRootBytes, maxRootEntries int64 = MaxRootBytes, MaxRootEntries
+
+// dirCapScale divides the caps on listings, for tests.
+var dirCapScale = 1
+
+// dirCap returns the most names a listing of the directory at p, a resolved path, holds.
+func dirCap(p string) int {
+	switch {
+	case p == "/proc" || strings.HasPrefix(p, "/proc/"):
+		return MaxDirEntries / dirCapScale
+	case p == "/etc/pve" || strings.HasPrefix(p, "/etc/pve/"):
+		return MaxPVEDirEntries / dirCapScale
+	}
+	return MaxSysDirEntries / dirCapScale
+}
+
+func tooManyEntries(limit int) error {
+	return fmt.Errorf("holds more than %d entries, more than any directory of its kind on a real host", limit)
+}
+
+// ErrRootSpent is the error once a Host has read MaxRootBytes or listed MaxRootEntries
+// of a directory root: it reads no more of it.
+var ErrRootSpent = errors.New("gpusplit has read all it reads of one root")
+
+func rootSpent(what string) error {
+	return fmt.Errorf("%w (%s, far more than a real host's files): not reading more of it", ErrRootSpent, what)
+}
 
 // fileCap is the most a Host reads of one file, and what kind of file that is for.
 type fileCap struct {

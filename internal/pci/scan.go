@@ -12,6 +12,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/cpuset"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pciids"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // DevicesDir is where the kernel lists every PCI function.
@@ -23,6 +24,7 @@ type Tree struct {
 	// Warnings name what could not be read and what was assumed instead.
 	Warnings []string
 	index    map[Address]*Device
+	dropped  int // warnings past maxWarnings, counted only
 }
 
 // NewTree makes a tree of devices, as a scan does: in address order, indexed.
@@ -79,10 +81,11 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 	}
 	t := &Tree{}
 	var devs []*Device
+	var junk []string
 	for _, name := range entries {
 		a, ok := isSysfsAddress(name)
 		if !ok {
-			t.warnf("%s/%s: not a PCI address; skipped", DevicesDir, name)
+			junk = append(junk, name)
 			continue
 		}
 		d, err := readDevice(h, a, names, t)
@@ -92,10 +95,32 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 		}
 		devs = append(devs, d)
 	}
+	if len(junk) > 0 {
+		// One warning, however many: a crafted root can hold tens of thousands.
+		shown := junk[:min(len(junk), 3)]
+		more := ""
+		if len(junk) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(junk)-len(shown))
+		}
+		t.Warnings = append([]string{fmt.Sprintf("%s: %s (%s%s); skipped", DevicesDir,
+			plural.N(len(junk), "entry is not a PCI address", "entries are not PCI addresses"), strings.Join(shown, ", "), more)}, t.Warnings...)
+	}
+	if t.dropped > 0 {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("… and %s", plural.S(t.dropped, "more warning")))
+	}
 	return NewTree(devs, t.Warnings), nil
 }
 
+// maxWarnings bounds the warnings of a scan: past it they are counted, not kept, so
+// that a root of 65,536 devices with garbage in every attribute costs a line, not a
+// million.
+const maxWarnings = 100
+
 func (t *Tree) warnf(format string, args ...any) {
+	if len(t.Warnings) >= maxWarnings {
+		t.dropped++
+		return
+	}
 	t.Warnings = append(t.Warnings, fmt.Sprintf(format, args...))
 }
 

@@ -821,13 +821,30 @@ func TestScanBadInput(t *testing.T) {
 				if got := addrsOf(tree.Devices); !slices.Equal(got, serverAddrs) {
 					t.Errorf("devices %v, want %v", got, serverAddrs)
 				}
-				for _, name := range []string{"garbage", "0000:00:00.0.bak", "0000:E1:00.0", "00:00.0"} {
-					if !hasWarning(tree, "/sys/bus/pci/devices/"+name+":", "not a PCI address") {
-						t.Errorf("no warning for %s", name)
+				// One warning for all, however many there are.
+				want := "/sys/bus/pci/devices: 4 entries are not PCI addresses (0000:00:00.0.bak, 0000:E1:00.0, 00:00.0 and 1 more); skipped"
+				if len(tree.Warnings) != 1 || tree.Warnings[0] != want {
+					t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(tree.Warnings, "\n"), want)
+				}
+			},
+		},
+		{
+			name: "garbage in the attributes of every device",
+			mutate: func(t *testing.T, root, _ string) {
+				for _, a := range serverAddrs {
+					dev := deviceDir(t, root, a)
+					for _, f := range []string{"subsystem_vendor", "subsystem_device", "revision", "local_cpulist", "current_link_speed", "max_link_speed", "resource"} {
+						writeFile(t, dev+"/"+f, "garbage\n")
 					}
 				}
-				if len(tree.Warnings) != 4 {
-					t.Errorf("%d warnings, want 4:\n%s", len(tree.Warnings), strings.Join(tree.Warnings, "\n"))
+			},
+			check: func(t *testing.T, tree *pci.Tree) {
+				// 7 for each of 18 devices: 126, of which 100 are kept and the rest counted.
+				if len(tree.Warnings) != 101 || tree.Warnings[100] != "… and 26 more warnings" {
+					t.Errorf("%d warnings, the last %q; want 100 and a count of 26 more", len(tree.Warnings), tree.Warnings[len(tree.Warnings)-1])
+				}
+				if got := addrsOf(tree.Devices); !slices.Equal(got, serverAddrs) {
+					t.Errorf("devices %v, want %v", got, serverAddrs)
 				}
 			},
 		},
