@@ -458,3 +458,41 @@ func TestRealLogExcerpts(t *testing.T) {
 		})
 	}
 }
+
+// cutLog yields its text, then the error of a live log read past its cap.
+type cutLog struct{ r io.Reader }
+
+func (c cutLog) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		return n, &host.PathError{Op: "read", Path: host.KernelLogPath, Err: host.ErrLogCut}
+	}
+	return n, err
+}
+
+// A live kernel log cut at its cap is scanned as far as it was read: the findings of
+// that part stand, and the log checks say they saw only part of it.
+func TestCutLog(t *testing.T) {
+	h, _ := samplehost.Open()
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := "[   12.345678] nvidia 0000:81:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]\n"
+	e, err := NewEnv(h, inv, cutLog{strings.NewReader(log)}, nil)
+	if err != nil {
+		t.Fatalf("a cut log fails the doctor: %v", err)
+	}
+	r, err := Run(e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has(r, "iommu-page-faults") {
+		t.Error("the fault in the part read is not found")
+	}
+	for _, id := range logChecks {
+		if why := r.Partial[id]; !strings.Contains(why, "goes on past 32 MiB") {
+			t.Errorf("%s: partial %q, want the cut named", id, why)
+		}
+	}
+}

@@ -45,17 +45,25 @@ func NewEnv(h *host.Host, inv *inventory.Inventory, log io.Reader, logErr error)
 		e.partial("gpu-held", "other users' processes can only be seen by root")
 		e.partial("driver-mismatch", "containers' libraries can only be read by root")
 	}
-	if e.Log == nil {
-		why := "no kernel log"
-		if logErr != nil {
-			why = "the kernel log could not be read: " + logErr.Error()
-		}
-		for _, id := range []string{"bar-unassigned", "iommu-page-faults", "sev-snp", "driver-mismatch"} {
+	why := ""
+	switch {
+	case e.Log == nil && logErr != nil:
+		why = "the kernel log could not be read: " + logErr.Error()
+	case e.Log == nil:
+		why = "no kernel log"
+	case e.Log.Cut != "":
+		why = e.Log.Cut
+	}
+	if why != "" {
+		for _, id := range logChecks {
 			e.partial(id, why)
 		}
 	}
 	return e, nil
 }
+
+// logChecks are the checks that read the kernel log.
+var logChecks = []string{"bar-unassigned", "iommu-page-faults", "sev-snp", "driver-mismatch"}
 
 // guest tells whether the host is a VM: the CPU's hypervisor flag, or the firmware's
 // vendor and product names (QEMU, KVM, VMware, …).

@@ -1,8 +1,10 @@
 package doctor
 
 import (
+	"errors"
 	"io"
 
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/kmsg"
 )
 
@@ -12,7 +14,10 @@ const maxKept = 200
 
 // LogFacts is what the doctor keeps of a kernel log: the lines it recognised.
 type LogFacts struct {
-	Records        int
+	Records int
+	// Cut says why only the log's first part was read (the live log past its cap);
+	// empty when it was read to its end.
+	Cut            string
 	BARFailures    []kmsg.BARFailure
 	BARLines       []string
 	ReallocHint    []string
@@ -101,5 +106,8 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		}
 		return true
 	})
+	if errors.Is(err, host.ErrLogCut) {
+		f.Cut, err = err.Error(), nil
+	}
 	return f, err
 }

@@ -512,9 +512,12 @@ func TestDirEntriesCap(t *testing.T) {
 // A listing's cap depends on where it lies, in a directory and in an archive alike.
 func TestDirCapByPlace(t *testing.T) {
 	defer func(old int) { dirCapScale = old }(dirCapScale)
-	dirCapScale = MaxPVEDirEntries / 8 // /etc/pve: 8 entries, /proc: 32, elsewhere 2
+	dirCapScale = MaxPVEDirEntries / 8 // /etc/pve and /proc: 8 entries, /proc/PID/fd: 32, elsewhere 2
 	var ps []plant
-	for _, d := range []string{"proc", "etc/pve/nodes", "sys/bus/pci/devices"} {
+	for i := range 32 {
+		ps = append(ps, plant{path: fmt.Sprintf("proc/1/fd/%d", i), kind: "file"})
+	}
+	for _, d := range []string{"proc/1/task", "etc/pve/nodes", "sys/bus/pci/devices"} {
 		for i := range 8 {
 			ps = append(ps, plant{path: fmt.Sprintf("%s/%d", d, i), kind: "file"})
 		}
@@ -530,8 +533,8 @@ func TestDirCapByPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range []*Host{fromDir, fromArchive} {
-		for _, d := range []string{"/proc", "/etc/pve/nodes"} {
-			if names, err := h.ReadDir(d); err != nil || len(names) != 8 {
+		for d, n := range map[string]int{"/proc/1/fd": 32, "/proc/1/task": 8, "/etc/pve/nodes": 8} {
+			if names, err := h.ReadDir(d); err != nil || len(names) != n {
 				t.Errorf("%s %s: %d names, %v", h.Root(), d, len(names), err)
 			}
 		}
@@ -683,5 +686,42 @@ func TestKmsgDevice(t *testing.T) {
 		if ok != c.ok || major != uint64(c.major) || minor != uint64(c.minor) {
 			t.Errorf("%d:%d: got %d:%d %v", c.major, c.minor, major, minor, ok)
 		}
+	}
+}
+
+// The live log that goes on past its cap ends with ErrLogCut after whole records: a
+// pipe stands in for the device, which a test cannot make write 32 MiB.
+func TestKmsgReaderCut(t *testing.T) {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[1])
+	record := []byte("6,1,100,-;pci 0000:81:00.0: BAR 1: no space\n")
+	r := &kmsgReader{fd: fds[0], c: fileCap{max: int64(5*len(record)) + 10, what: "the kernel log"}}
+	defer r.Close()
+	// The device returns a record a read: write one, read it.
+	var got []byte
+	var err error
+	for range 10 {
+		if _, werr := syscall.Write(fds[1], record); werr != nil {
+			t.Fatal(werr)
+		}
+		buf := make([]byte, 8192)
+		var n int
+		n, err = r.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrLogCut) {
+		t.Errorf("read past the cap: %v, want ErrLogCut", err)
+	}
+	if want := bytes.Repeat(record, 5); !bytes.Equal(got, want) {
+		t.Errorf("read %q before the cut, want the 5 records under the cap", got)
+	}
+	if n, err := r.Read(make([]byte, 10)); n != 0 || err != io.EOF {
+		t.Errorf("read after the cut: %d, %v; want the end", n, err)
 	}
 }

@@ -72,10 +72,24 @@ type PathError struct {
 }
 
 func (e *PathError) Error() string {
+	p := ShowPath(e.Path)
 	if e.Root == "/" || e.Root == "" {
-		return fmt.Sprintf("%s %s: %v", e.Op, e.Path, e.Err)
+		return fmt.Sprintf("%s %s: %v", e.Op, p, e.Err)
 	}
-	return fmt.Sprintf("%s %s (under root %s): %v", e.Op, e.Path, e.Root, e.Err)
+	return fmt.Sprintf("%s %s (under root %s): %v", e.Op, p, e.Root, e.Err)
+}
+
+// maxShownPath is the longest path a message shows whole.
+const maxShownPath = 256
+
+// ShowPath returns p as a message shows it: a path longer than 256 bytes (a crafted
+// root can nest thousands of levels deep) is cut to what tells it apart, its start and
+// its end.
+func ShowPath(p string) string {
+	if len(p) <= maxShownPath {
+		return p
+	}
+	return fmt.Sprintf("%s…%s (%d bytes)", p[:maxShownPath/2], p[len(p)-maxShownPath/4:], len(p))
 }
 
 func (e *PathError) Unwrap() error { return e.Err }
@@ -173,8 +187,8 @@ func (r *pathReader) Read(b []byte) (int, error) {
 
 func (r *pathReader) Close() error { return r.r.Close() }
 
-// ReadDir returns the sorted names in the directory at p; a directory of more than
-// MaxDirEntries is an error.
+// ReadDir returns the sorted names in the directory at p; a directory that holds
+// more entries than its kind of directory holds on a real host (see dirCap) is an error.
 func (h *Host) ReadDir(p string) ([]string, error) {
 	r, err := h.resolve("read directory", p, true)
 	if err != nil {

@@ -318,3 +318,15 @@ func TestHardLinkInArchive(t *testing.T) {
 		t.Fatalf("got %q, %v", got, err)
 	}
 }
+
+// An error shows a long path by its start and end, whatever its length.
+func TestPathErrorShortens(t *testing.T) {
+	long := "/sys/" + strings.Repeat("d/", 2000) + "numa_node"
+	msg := (&PathError{Op: "read", Root: "r", Path: long, Err: fs.ErrNotExist}).Error()
+	if len(msg) > 400 || !strings.HasPrefix(msg, "read /sys/d/d/") || !strings.Contains(msg, "d/d/numa_node (4014 bytes) (under root r): file does not exist") {
+		t.Errorf("%d bytes: %s", len(msg), msg)
+	}
+	if msg := (&PathError{Op: "read", Root: "/", Path: "/proc/cmdline", Err: fs.ErrNotExist}).Error(); msg != "read /proc/cmdline: file does not exist" {
+		t.Errorf("short path: %s", msg)
+	}
+}

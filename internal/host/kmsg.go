@@ -1,6 +1,10 @@
 package host
 
-import "io"
+import (
+	"errors"
+	"fmt"
+	"io"
+)
 
 // KernelLogPath is where the kernel log is read: the live /dev/kmsg, or in a snapshot or
 // fixture a file of the same records ("prio,seq,usec,flags;message" lines).
@@ -11,7 +15,8 @@ const KernelLogPath = "/dev/kmsg"
 // its records are drained. Anywhere else, and on the live host when /dev/kmsg is a
 // regular file, it is the regular file at /dev/kmsg; a device there (a /dev/zero planted
 // in a root) is an error, as any device where a file is read. Either way at most
-// MaxKernelLogBytes are read.
+// MaxKernelLogBytes are read: a regular file over it is refused, and a read of the device
+// that reaches it ends with ErrLogCut, having returned the oldest records whole.
 func (h *Host) OpenKernelLog() (io.ReadCloser, error) {
 	d, ok := h.fs.(dirBackend)
 	if !ok || !d.live {
@@ -28,8 +33,12 @@ func (h *Host) OpenKernelLog() (io.ReadCloser, error) {
 	return &pathReader{r: r, h: h, p: KernelLogPath}, nil
 }
 
+// ErrLogCut ends a read of the live kernel log that reached MaxKernelLogBytes.
+var ErrLogCut = fmt.Errorf("the kernel log goes on past %[1]s, the most gpusplit reads of it: its first %[1]s, the oldest records, were read and the rest was not", byteSize(MaxKernelLogBytes))
+
 // KernelLog returns the kernel log as OpenKernelLog reads it, whole. A snapshot's copy is
-// returned as held, not copied: it must not be changed.
+// returned as held, not copied: it must not be changed. When the live log is cut
+// (ErrLogCut), what was read is returned with the error.
 func (h *Host) KernelLog() ([]byte, error) {
 	if d, ok := h.fs.(dirBackend); !ok || !d.live {
 		return h.ReadFile(KernelLogPath)
@@ -39,5 +48,9 @@ func (h *Host) KernelLog() ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	return io.ReadAll(r)
+	b, err := io.ReadAll(r)
+	if err != nil && !errors.Is(err, ErrLogCut) {
+		return nil, err
+	}
+	return b, err
 }

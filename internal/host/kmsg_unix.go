@@ -80,7 +80,11 @@ func (r *kmsgReader) Read(p []byte) (int, error) {
 		case err == nil && n > 0:
 			r.n += int64(n)
 			if r.n > r.c.max {
-				return 0, r.c.tooLarge(-1)
+				// The ring goes on (it can hold 32 MiB, printed as half as much
+				// again): what was read is whole records, the oldest, and the
+				// caller says the rest was not read.
+				r.drained = true
+				return 0, ErrLogCut
 			}
 			r.pending = r.buf[:n]
 		case err == syscall.EAGAIN || err == nil:

@@ -48,10 +48,13 @@ const (
 	MaxPathBytes = 4096
 	MaxNameBytes = 255
 
-	// MaxDirEntries caps a directory listing under /proc: a process may hold 1,048,576
-	// files open by default (fs.nr_open), which /proc/PID/fd lists, and /proc lists a
-	// directory per process.
-	MaxDirEntries = 1 << 20
+	// MaxFDEntries caps a listing of /proc/PID/fd: a process may hold 1,048,576 files
+	// open by default (fs.nr_open).
+	MaxFDEntries = 1 << 20
+	// MaxProcEntries caps a listing of /proc and of its other directories: /proc lists
+	// a directory per process, and a host running 262,144 processes (the kernel's
+	// default pid_max for 256 CPUs) spends tens of GiB on them.
+	MaxProcEntries = 1 << 18
 	// MaxPVEDirEntries caps a listing under /etc/pve: Proxmox's cluster file system
 	// holds at most 262,144 files and directories in all (MEMDB_MAX_INODES).
 	MaxPVEDirEntries = 1 << 18
@@ -80,8 +83,10 @@ var dirCapScale = 1
 // dirCap returns the most names a listing of the directory at p, a resolved path, holds.
 func dirCap(p string) int {
 	switch {
+	case strings.HasPrefix(p, "/proc/") && strings.HasSuffix(p, "/fd"):
+		return MaxFDEntries / dirCapScale
 	case p == "/proc" || strings.HasPrefix(p, "/proc/"):
-		return MaxDirEntries / dirCapScale
+		return MaxProcEntries / dirCapScale
 	case p == "/etc/pve" || strings.HasPrefix(p, "/etc/pve/"):
 		return MaxPVEDirEntries / dirCapScale
 	}

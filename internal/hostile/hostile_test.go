@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,7 +106,7 @@ func TestCraftedRoots(t *testing.T) {
 	fifoCfg := map[string][]string{"pve sync": {"gpusplit: read /" + pciCfg, "is a FIFO, not a regular file"}}
 	devices := map[string][]string{
 		"doctor":   {"the kernel log could not be read: read /dev/kmsg", "is a character device, not a regular file"},
-		"snapshot": {"could not be read", "/dev/kmsg"},
+		"snapshot": {"left out for what they are", "/dev/kmsg: is a character device, not a regular file"},
 	}
 	refused := func(why ...string) map[string][]string {
 		return map[string][]string{"*": append([]string{"gpusplit: snapshot "}, why...)}
@@ -142,7 +143,7 @@ func TestCraftedRoots(t *testing.T) {
 			"topo":      {"0000:91:00.0/resource", "is 400 MiB: larger than 1 MiB"},
 			"doctor":    {"/dev/kmsg", "is 400 MiB: larger than 32 MiB, the most gpusplit reads of the kernel log"},
 			"pve sync":  {"/etc/pve/mapping/pci.cfg", "is 400 MiB: larger than 1 MiB, the most gpusplit reads of a Proxmox file"},
-			"snapshot":  {"14 files could not be read", "/sys/devices/pci0000:00/0000:00:00.0/resource"},
+			"snapshot":  {"14 files left out for what they are", "/sys/devices/pci0000:00/0000:00:00.0/resource: is 400 MiB: larger than 1 MiB"},
 		}},
 		{"hard links to a 400 MB member, archive", archiveRoot(false, func(a *archive) {
 			a.putZeros(gpu+"/resource", 400<<20)
@@ -156,6 +157,26 @@ func TestCraftedRoots(t *testing.T) {
 				a.put(tar.Header{Name: fmt.Sprintf("sys/links/%d", i), Typeflag: tar.TypeLink, Linkname: gpu + "/config"})
 			}
 		}), refused(`member "sys/links/`, "takes the files and names past 64 MiB")},
+		{"a million processes, directory", dirRoot(func(t *testing.T, r string) {
+			// Links to nothing: the cheapest entry to make, and each one a process
+			// that a reader would look into.
+			for i := range 1_000_000 {
+				if err := syscall.Symlink("gone", filepath.Join(r, "proc", strconv.Itoa(1_000_000+i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}), map[string][]string{
+			"inventory": {"warning: processes: read directory /proc", "holds more than 262144 entries", "holders unknown"},
+			"doctor":    {"warning: processes: read directory /proc", "holds more than 262144 entries"},
+			"snapshot":  {"/proc: holds more than 262144 entries"},
+		}},
+		{"a device 1,900 directories deep, directory", dirRoot(func(t *testing.T, r string) {
+			moveDeep(t, r, gpu, filepath.Dir(gpu)+"/"+strings.Repeat("d/", 1900)+filepath.Base(gpu))
+		}), map[string][]string{
+			"inventory": {"0000:81:00.0    RTX PRO 6000", "0000:81:00.0 (3849 bytes) has \"d\" between the host bridge and the device"},
+			"topo":      {"GPU4"},
+			"snapshot":  {"captured "},
+		}},
 		{"a million entries, archive", archiveRoot(true, func(a *archive) {
 			a.more = func(tw *tar.Writer) error {
 				for i := range 1_000_000 {
@@ -294,6 +315,108 @@ func dirRoot(plant func(t *testing.T, root string)) func(t *testing.T) string {
 		plant(t, root)
 		return root
 	}
+}
+
+// moveDeep moves the directory from to to (both relative to root), and makes every link
+// that leads into it, or out of it, absolute: a relative link cannot climb out of a
+// directory 1,900 levels deep within PATH_MAX, and the kernel's links are as valid
+// either way for a reader that resolves them inside the root.
+func moveDeep(t *testing.T, root, from, to string) {
+	t.Helper()
+	type link struct{ at, target string } // relative to root, after the move
+	var links []link
+	moved := func(p string) string {
+		if p == from || strings.HasPrefix(p, from+"/") {
+			return to + strings.TrimPrefix(p, from)
+		}
+		return p
+	}
+	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.Type()&os.ModeSymlink == 0 {
+			return err
+		}
+		tgt, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		abs := tgt
+		if !filepath.IsAbs(tgt) {
+			abs = filepath.Join(filepath.Dir(rel), tgt)
+		}
+		if moved(rel) != rel || moved(abs) != abs {
+			links = append(links, link{moved(rel), moved(abs)})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MkdirAll of the whole path would pass PATH_MAX in one call: make it a level
+	// at a time, from inside.
+	d, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range strings.Split(filepath.Dir(to), "/") {
+		fd := int(d.Fd())
+		if err := syscall.Mkdirat(fd, c, 0o755); err != nil && !errors.Is(err, syscall.EEXIST) {
+			t.Fatal(err)
+		}
+		next, err := syscall.Openat(fd, c, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		d = os.NewFile(uintptr(next), c)
+	}
+	src, err := syscall.Open(filepath.Join(root, filepath.Dir(from)), syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Renameat(src, filepath.Base(from), int(d.Fd()), filepath.Base(to)); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(src)
+	d.Close()
+	for _, l := range links {
+		at := filepath.Join(root, l.at)
+		if len(at) >= syscall.PathMax {
+			// Inside the moved directory: reached through it.
+			dir, err := openDeep(root, filepath.Dir(l.at))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The directory by its descriptor: a short path to a deep place.
+			at := fmt.Sprintf("/proc/self/fd/%d/%s", dir, filepath.Base(l.at))
+			os.Remove(at)
+			err = os.Symlink("/"+l.target, at)
+			syscall.Close(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		os.Remove(at)
+		if err := os.Symlink("/"+l.target, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openDeep opens the directory at rel under root a level at a time.
+func openDeep(root, rel string) (int, error) {
+	fd, err := syscall.Open(root, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	for _, c := range strings.Split(rel, "/") {
+		if err != nil {
+			return -1, err
+		}
+		var next int
+		next, err = syscall.Openat(fd, c, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+		syscall.Close(fd)
+		fd = next
+	}
+	return fd, err
 }
 
 func mkfifo(t *testing.T, root, p string) {

@@ -314,7 +314,7 @@ func parsePath(real string, a Address) (HostBridge, []Address, error) {
 	for _, c := range comps[hbAt+1 : len(comps)-1] {
 		p, ok := isSysfsAddress(c)
 		if !ok {
-			return hb, nil, fmt.Errorf("sysfs path %s has %q between the host bridge and the device", real, c)
+			return hb, nil, fmt.Errorf("sysfs path %s has %q between the host bridge and the device", host.ShowPath(real), c)
 		}
 		parents = append(parents, p)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
@@ -77,17 +78,28 @@ type capture struct {
 	// redacted is what was left out of captured files, by path; leftOut the files left out.
 	redacted map[string]Redaction
 	leftOut  []string
+	// bytes and entries are what the archive holds as its reader counts them (see
+	// fits); counted the directories already counted, full the files left out for want
+	// of room.
+	bytes, entries int64
+	counted        map[string]bool
+	full           int
 }
 
 // Capture reads h and writes the snapshot archive to w.
 func Capture(h *host.Host, w io.Writer) (*Summary, error) {
-	c := &capture{h: h, files: map[string][]byte{}, links: map[string]string{}, dirs: map[string]bool{}, redacted: map[string]Redaction{}}
+	c := &capture{h: h, files: map[string][]byte{}, links: map[string]string{}, dirs: map[string]bool{}, redacted: map[string]Redaction{}, counted: map[string]bool{"/": true}}
 	if err := c.pci(); err != nil {
 		return nil, err
 	}
-	c.system()
-	c.processes()
+	// Proxmox's and gpusplit's files before the rest: they are what a snapshot that
+	// fills up (a crafted root) most needs.
 	c.etc()
+	c.processes()
+	c.system()
+	if c.full > 1 {
+		c.refused = append(c.refused, fmt.Sprintf("and %s left out: the snapshot was full", plural.N(c.full-1, "more entry", "more entries")))
+	}
 	s := &Summary{Root: h.Root(), Unreadable: c.bad, Refused: c.refused, Redacted: []Redaction{}, FilesLeftOut: c.leftOut}
 	if s.Unreadable == nil {
 		s.Unreadable = []string{}
@@ -127,7 +139,7 @@ func (c *capture) pci() error {
 		}
 		real, err := c.h.Realpath(p)
 		if err != nil {
-			c.bad = append(c.bad, p)
+			c.unreadable(p, err)
 			continue
 		}
 		devDirs[real] = true
@@ -149,7 +161,7 @@ func (c *capture) pci() error {
 		c.each(drv, func(p string) {
 			if !c.link(p) {
 				if kind, _, err := c.h.Lstat(p); err == nil && kind == host.File {
-					c.files[p] = nil
+					c.put(p, nil)
 				}
 			}
 		})
@@ -219,10 +231,17 @@ func (c *capture) system() {
 		c.file(f)
 	}
 	c.tree("/proc/driver/nvidia", 4)
-	if log, err := c.h.KernelLog(); err == nil {
-		c.files[host.KernelLogPath] = log
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		c.bad = append(c.bad, host.KernelLogPath)
+	log, err := c.h.KernelLog()
+	switch {
+	case err == nil:
+		c.put(host.KernelLogPath, log)
+	case errors.Is(err, host.ErrLogCut):
+		// The live log past its cap: its first part is kept, and said to be.
+		c.put(host.KernelLogPath, log)
+		c.refused = append(c.refused, fmt.Sprintf("%s: %v", host.KernelLogPath, err))
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		c.unreadable(host.KernelLogPath, err)
 	}
 }
 
@@ -235,6 +254,9 @@ func (c *capture) system() {
 func (c *capture) processes() {
 	pids, err := c.h.ReadDir("/proc")
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.unreadable("/proc", err)
+		}
 		return
 	}
 	for _, pid := range pids {
@@ -251,7 +273,7 @@ func (c *capture) processes() {
 			t, err := c.h.Readlink(dir + "/fd/" + fd)
 			if err == nil && (strings.HasPrefix(t, "/dev/nvidia") || strings.HasPrefix(t, "/dev/vfio/")) {
 				held = append(held, fd)
-				c.links[dir+"/fd/"+fd] = t
+				c.putLink(dir+"/fd/"+fd, t)
 			}
 		}
 		if len(held) == 0 {
@@ -280,7 +302,7 @@ func (c *capture) cmdline(dir string) {
 	if prog == "" || comm == "" || !strings.HasPrefix(prog, comm) {
 		r.LeftOut["argv[0]"] = 1
 	} else {
-		c.files[dir+"/cmdline"] = []byte(prog + "\x00")
+		c.put(dir+"/cmdline", []byte(prog+"\x00"))
 		if prog != args[0] {
 			r.Replaced["argv[0]"] = 1 // by its program's name
 		}
@@ -336,11 +358,11 @@ func (c *capture) only(dir, name string) {
 
 // guest captures a VM or container config reduced to what gpusplit reads.
 func (c *capture) guest(p string) {
-	c.file(p)
-	if b, ok := c.files[p]; ok {
+	if b, ok := c.read(p); ok {
 		var r Redaction
-		c.files[p], r = reduceGuest(p, b)
+		b, r = reduceGuest(p, b)
 		c.note(r)
+		c.put(p, b)
 	}
 }
 
@@ -353,28 +375,44 @@ func (c *capture) note(r Redaction) {
 
 // file captures a regular file; a missing one is skipped, an unreadable one noted.
 func (c *capture) file(p string) {
+	if b, ok := c.read(p); ok {
+		c.put(p, b)
+	}
+}
+
+// read returns what file captures of p, and whether there is anything.
+func (c *capture) read(p string) ([]byte, bool) {
 	kind, _, err := c.h.Lstat(p)
 	if err == nil && kind == host.Other {
 		c.refused = append(c.refused, p+": not a regular file (a FIFO, device or socket)")
-		return
+		return nil, false
 	}
 	if err != nil || kind != host.File {
-		return
+		return nil, false
 	}
 	if writeOnly[path.Base(p)] {
-		c.files[p] = nil
-		return
+		return nil, true
 	}
 	b, err := c.h.ReadFile(p)
-	switch {
-	case errors.Is(err, fs.ErrPermission):
+	if err != nil {
+		c.unreadable(p, err)
+		return nil, false
+	}
+	return b, true
+}
+
+// unreadable notes a file that could not be read: as wanting root when that is why,
+// else as refused with the reason (over its cap, not a regular file, the root spent).
+func (c *capture) unreadable(p string, err error) {
+	if errors.Is(err, fs.ErrPermission) {
 		c.bad = append(c.bad, p)
 		return
-	case err != nil:
-		c.refused = append(c.refused, fmt.Sprintf("%s: %v", p, err))
-		return
 	}
-	c.files[p] = b
+	var pe *host.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	c.refused = append(c.refused, fmt.Sprintf("%s: %v", p, err))
 }
 
 // link captures a symbolic link as a link; it reports whether p was one.
@@ -383,11 +421,61 @@ func (c *capture) link(p string) bool {
 	if err != nil || kind != host.Link {
 		return false
 	}
-	c.links[p] = target
+	c.putLink(p, target)
 	return true
 }
 
-func (c *capture) dir(p string) { c.dirs[p] = true }
+func (c *capture) dir(p string) {
+	if c.fits(p, 0) {
+		c.dirs[p] = true
+	}
+}
+
+func (c *capture) put(p string, b []byte) {
+	if c.fits(p, len(b)) {
+		c.files[p] = b
+	}
+}
+
+func (c *capture) putLink(p, target string) {
+	if c.fits(p, len(target)) {
+		c.links[p] = target
+	}
+}
+
+// fits reports whether an entry at p holding n bytes (a file's contents, a link's
+// target) fits in the archive, and counts it when it does. The snapshot must read
+// back: what it holds is counted as the archive's reader counts it against
+// host.MaxArchiveBytes and host.MaxArchiveEntries (every name, each directory it
+// implies once, every file's size), and what would pass either is left out and
+// said to be. This also bounds what a capture holds in memory.
+func (c *capture) fits(p string, n int) bool {
+	if c.counted[p] {
+		return true // a directory counted as implied, or an entry put again
+	}
+	add, entries := int64(len(p)+n), int64(1)
+	var implied []string
+	for d := path.Dir(p); !c.counted[d]; d = path.Dir(d) {
+		implied = append(implied, d)
+		add += int64(len(d))
+		entries++
+	}
+	if c.bytes+add > host.MaxArchiveBytes || c.entries+entries > host.MaxArchiveEntries {
+		if c.full == 0 {
+			c.refused = append(c.refused, fmt.Sprintf("%s: left out: the snapshot would hold more than %d entries or their names and contents more than %d MiB, more than gpusplit reads of one",
+				p, host.MaxArchiveEntries, host.MaxArchiveBytes>>20))
+		}
+		c.full++
+		return false
+	}
+	c.bytes += add
+	c.entries += entries
+	c.counted[p] = true
+	for _, d := range implied {
+		c.counted[d] = true
+	}
+	return true
+}
 
 // each calls fn for every entry of dir; a missing dir is nothing to capture.
 func (c *capture) each(dir string, fn func(p string)) {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -228,5 +229,62 @@ func TestCaptureRefused(t *testing.T) {
 	}
 	if len(sum.Unreadable) != 0 {
 		t.Errorf("unreadable %q: nothing here needs root", sum.Unreadable)
+	}
+}
+
+// A snapshot holds no more than its reader takes: files past the archive's caps are
+// left out and listed, and what is written opens. Guest configs count as reduced.
+func TestCaptureFull(t *testing.T) {
+	root := t.TempDir()
+	if err := samplehost.Unpack(root); err != nil {
+		t.Fatal(err)
+	}
+	params := filepath.Join(root, "sys/module/nvidia/parameters")
+	if err := os.MkdirAll(params, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 80 {
+		f, err := os.Create(filepath.Join(params, fmt.Sprintf("p%02d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(1 << 20); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	// 1 MiB of lines gpusplit does not read: 1 MiB read, a few bytes kept.
+	conf := filepath.Join(root, "etc/pve/nodes/kpro6/qemu-server/131.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, bytes.Repeat([]byte("#padding padding padding\n"), (1<<20-len(b))/25)...)
+	if err := os.WriteFile(conf, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	sum, err := Capture(h, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(sum.Refused, "\n")
+	if !strings.Contains(all, "/sys/module/nvidia/parameters/p6") || !strings.Contains(all, "left out: the snapshot would hold more than 262144 entries or their names and contents more than 64 MiB") ||
+		!strings.Contains(all, "more entries left out: the snapshot was full") {
+		t.Errorf("refused:\n%s", all)
+	}
+	if sum.Bytes > host.MaxArchiveBytes || sum.Bytes < host.MaxArchiveBytes-(2<<20) {
+		t.Errorf("%d bytes captured, want just under %d", sum.Bytes, host.MaxArchiveBytes)
+	}
+	back, err := host.OpenArchive("snapshot", bytes.NewReader(out.Bytes()))
+	if err != nil {
+		t.Fatalf("the snapshot does not open: %v", err)
+	}
+	if _, err := back.ReadFile("/etc/pve/nodes/kpro6/qemu-server/131.conf"); err != nil {
+		t.Errorf("the guest config was left out: %v", err)
 	}
 }
