@@ -65,6 +65,12 @@ type Env struct {
 	Root bool
 	// Partial collects the checks that could only look at part of what they need.
 	Partial map[string]string
+
+	// logHost says whether the log is the host's own (logFromHost); gpuAddrs and
+	// gpuGroups are the host's GPU functions and their IOMMU groups, for logGPU.
+	logHost   bool
+	gpuAddrs  map[string]bool
+	gpuGroups map[int]bool
 }
 
 // partial notes that a check saw less than it needs.
@@ -83,6 +89,8 @@ var Checks = []Check{
 	{ID: "iommu-off", Title: "no IOMMU, so no IOMMU groups and no vfio-pci", Run: checkIOMMUOff},
 	{ID: "iommu-param-invalid", Title: "an IOMMU kernel parameter that the kernel rejects", Run: checkIOMMUParams},
 	{ID: "iommu-translated", Title: "the IOMMU translates GPU DMA (not passthrough)", Run: checkIOMMUTranslated},
+	{ID: "gpu-lost", Title: "GPUs that failed while the host ran: fell off the bus, hardware Xids, fatal PCIe errors", Run: checkGPULost},
+	{ID: "aer-errors", Title: "PCIe errors that AER reported, by device", Run: checkAER},
 	{ID: "iommu-page-faults", Title: "IOMMU faults naming GPUs: peer-to-peer DMA is broken", Run: checkPageFaults},
 	{ID: "sev-snp", Title: "SEV-SNP enabled, and what it implies for the IOMMU and P2P", Run: checkSEVSNP},
 	{ID: "p2p-topology", Title: "GPUs with no shared switch: P2P crosses the root complex", Run: checkP2PTopology},

@@ -182,6 +182,12 @@ func TestChecksFire(t *testing.T) {
 		silent func(t *testing.T) *host.Host
 	}{
 		{id: "iommu-page-faults", sev: Error, log: iommuFault, want: "0000:81:00.0"},
+		{id: "gpu-lost", sev: Error, log: readFixture(t, "pop-3363.log"), want: "GPU 0000:01:00.0 failed while the host ran"},
+		// gpu-burn-1.log's fatal error, at the root port above the sample host's GPU
+		// 0000:81:00.0: the host's topology gives the GPU.
+		{id: "gpu-lost", sev: Error, log: "[74889.542044] pcieport 0000:80:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)\n" +
+			"[74889.542184] pcieport 0000:80:01.1:    [ 5] Surprise Down Error    (First)\n", want: "GPU 0000:81:00.0 failed while the host ran: it stopped answering on its PCIe link"},
+		{id: "aer-errors", sev: Warning, log: readFixture(t, "gpu-burn-1.log"), want: "0000:00:02.0: 1 fatal, 1 corrected"},
 		{id: "bar-unassigned", sev: Error, log: readFixture(t, "gpu-operator-492.log"), want: "BAR1 is 0M"},
 		{id: "driver-mismatch", sev: Error, log: readFixture(t, "nvidia-all-394.log"), want: "the version 595.80"},
 		{id: "driver-mismatch", sev: Error, host: func(t *testing.T) *host.Host {
@@ -444,6 +450,16 @@ func TestRealLogExcerpts(t *testing.T) {
 		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "link-degraded", Warning, "limited by 8.0 GT/s PCIe x4 link"},
 		{"amdsev-287.log", demoHost, "sev-snp", Warning, "kvm_amd: SEV-SNP enabled (ASIDs 1 - 1)"},
 		{"bazzite-2668.log", demoHost, "driver-mismatch", Error, "has the version 570.153.02"},
+		// The port's fatal error, the GPU's driver that cannot recover, then Xid 79.
+		{"gpu-burn-1.log", demoHost, "gpu-lost", Error, "pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)\nkernel: nvidia 0000:02:00.0: device has no AER-aware driver\nkernel: NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."},
+		{"gpu-burn-1.log", demoHost, "aer-errors", Warning, "0000:00:02.0: 1 fatal, 1 corrected in 1m44s"},
+		{"returnn-1500.log", demoHost, "gpu-lost", Error, "nvidia 0000:03:00.0: AER: can't recover (no error_detected callback) (×2)"},
+		{"pop-3363.log", demoHost, "gpu-lost", Error, "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus."},
+		{"nvsentinel-155.log", demoHost, "gpu-lost", Error, "NVRM: The NVIDIA GPU 0000:b3:00.0 NVRM: (PCI ID: 10de:26b5) installed in this system has NVRM: fallen off the bus"},
+		{"gpu-operator-1146.log", demoHost, "gpu-lost", Error, "Xid (PCI:0000:07:00): 48"},
+		{"nvidia-forum-364958.log", demoHost, "gpu-lost", Error, "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required) (×2)"},
+		{"akash-network-support-244.log", demoHost, "gpu-lost", Warning, "Xid (PCI:0000:00:08): 94"},
+		{"pop-3363-aer.log", demoHost, "aer-errors", Info, "0000:00:03.1: 2 corrected"},
 	}
 	for _, c := range cases {
 		t.Run(c.log+"/"+c.id, func(t *testing.T) {
@@ -493,6 +509,112 @@ func TestCutLog(t *testing.T) {
 	for _, id := range logChecks {
 		if why := r.Partial[id]; !strings.Contains(why, "goes on past 32 MiB") {
 			t.Errorf("%s: partial %q, want the cut named", id, why)
+		}
+	}
+}
+
+// Faults count when they are a GPU's: by its driver's name, by the host's inventory
+// (a GPU, its functions, a device of its IOMMU group) when the log is the host's, by the
+// log's own enumeration when it is another machine's. An NVMe drive's faults never do.
+func TestWhoseFaults(t *testing.T) {
+	const amd = "AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]"
+	// O4 with a NIC in the first GPU's IOMMU group, at 0000:00:1e.0.
+	m := fakehost.OracleO4()
+	group := -1
+	for _, b := range m.Bridges {
+		for _, d := range b.Devices {
+			for _, c := range d.Children {
+				if c.Vendor == 0x10de && group < 0 {
+					group = c.Group
+				}
+			}
+		}
+	}
+	m.Bridges[0].Devices = append(m.Bridges[0].Devices, fakehost.Device{Slot: 0x1e, Vendor: 0x8086, Device: 0x1533, Class: 0x020000, Driver: "igb", Group: group})
+	o4 := machine(t, m)
+	sampleHost, _ := samplehost.Open()
+	// Another machine's boot: an NVMe drive at 0000:01:00.0 (a GPU on the sample
+	// host), and a GPU at 0000:05:00.0 (nothing there on the sample host).
+	other := "[    0.412345] pci 0000:01:00.0: [144d:a80a] type 00 class 0x010802 PCIe Endpoint\n" +
+		"[    0.412400] pci 0000:05:00.0: [10de:2684] type 00 class 0x030000 PCIe Legacy Endpoint\n" +
+		"[    0.412500] pci 0000:00:01.1: [1022:14ab] type 01 class 0x060400 PCIe Root Port\n"
+	for _, c := range []struct {
+		name  string
+		h     *host.Host
+		log   string
+		fires bool
+	}{
+		{"a GPU's fault named by its driver", sampleHost, "nvidia 0000:01:00.0: " + amd, true},
+		{"an NVMe drive's fault at a GPU's address", sampleHost, "nvme 0000:01:00.0: " + amd, false},
+		{"a fault of the GPU's audio function", sampleHost, "snd_hda_intel 0000:01:00.1: " + amd, true},
+		{"a fault of a device in a GPU's group", o4, "AMD-Vi: Event logged [IO_PAGE_FAULT device=00:1e.0 domain=0x0003 address=0x80000040 flags=0x0020]", true},
+		{"a fault of a device in no GPU's group", o4, "AMD-Vi: Event logged [IO_PAGE_FAULT device=00:1f.0 domain=0x0003 address=0x80000040 flags=0x0020]", false},
+		{"another machine's NVMe at a GPU's address here", sampleHost, other + "[  812.000000] AMD-Vi: Event logged [IO_PAGE_FAULT device=01:00.0 domain=0x0003 address=0x80000040 flags=0x0020]\n", false},
+		{"another machine's GPU, not here", sampleHost, other + "[  812.000000] AMD-Vi: Event logged [IO_PAGE_FAULT device=05:00.0 domain=0x0003 address=0x80000040 flags=0x0020]\n", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, c.h, c.log+"\n")
+			if got := has(r, "iommu-page-faults"); got != c.fires {
+				t.Errorf("iommu-page-faults fired: %v, want %v: %+v", got, c.fires, r.Findings)
+			}
+		})
+	}
+}
+
+// A link the kernel reports at full width but lower speed is power saving or a slower
+// slot (info), not a narrow link (a warning); another device's link is not a GPU's.
+func TestLinkLimitWidth(t *testing.T) {
+	h, _ := samplehost.Open()
+	for _, c := range []struct {
+		line    string
+		warning bool
+		info    bool
+	}{
+		{"pci 0000:01:00.0: 63.008 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe x16 link at 0000:00:01.1 (capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)", false, true},
+		{"pci 0000:01:00.0: 126.016 Gb/s available PCIe bandwidth, limited by 32.0 GT/s PCIe x4 link at 0000:00:01.1 (capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)", true, false},
+		{"nvme 0000:02:00.0: 15.752 Gb/s available PCIe bandwidth, limited by 8.0 GT/s PCIe x2 link at 0000:00:02.1 (capable of 31.504 Gb/s with 8.0 GT/s PCIe x4 link)", false, false},
+	} {
+		r := run(t, h, c.line+"\n")
+		var warn, info bool
+		for _, f := range r.Findings {
+			if f.ID != "link-degraded" {
+				continue
+			}
+			in := strings.Contains(strings.Join(f.Evidence, "\n"), c.line)
+			warn = warn || (in && f.Severity == Warning)
+			info = info || (in && f.Severity == Info)
+		}
+		if warn != c.warning || info != c.info {
+			t.Errorf("%s: warning %v, info %v; want %v, %v", c.line, warn, info, c.warning, c.info)
+		}
+	}
+}
+
+// Real logs of failures that are not the checks': each stays silent.
+func TestRealLogsSilent(t *testing.T) {
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ log, id string }{
+		// An NVMe drive's faults at 0000:01:00.0, a GPU's address on the sample host.
+		{"pop-853.log", "iommu-page-faults"},
+		{"clearlinux-distribution-392.log", "iommu-page-faults"},
+		// Xid 45 and 43/31: an application's, not the GPU's.
+		{"open-gpu-kernel-modules-1150.log", "gpu-lost"},
+		{"nccl-606.log", "gpu-lost"},
+		{"pop-853.log", "aer-errors"},
+	} {
+		r := run(t, h, readFixture(t, c.log))
+		if has(r, c.id) {
+			t.Errorf("%s: %s fired: %+v", c.log, c.id, r.Findings)
+		}
+	}
+	// The same Xid 43 and 31 lines beside an Xid 94: only the 94 is reported.
+	r := run(t, h, readFixture(t, "akash-network-support-244.log"))
+	for _, f := range r.Findings {
+		if f.ID == "gpu-lost" && (strings.Contains(f.Title, "0000:00:05.0") || strings.Contains(f.Title, "0000:00:07.0")) {
+			t.Errorf("an application's Xid reported: %s", f.Title)
 		}
 	}
 }

@@ -124,23 +124,17 @@ func checkIOMMUTranslated(e *Env) []Finding {
 	return out
 }
 
-// checkPageFaults finds IOMMU faults that name GPUs: their DMA, typically peer-to-peer
-// between GPUs, was refused, and NCCL hangs or returns corrupted data.
+// checkPageFaults finds IOMMU faults that name GPUs, or devices of a GPU's IOMMU group:
+// their DMA, typically peer-to-peer between GPUs, was refused, and NCCL hangs or
+// returns corrupted data. Faults of other devices (an NVMe drive) are not the GPUs'.
 func checkPageFaults(e *Env) []Finding {
 	if e.Log == nil || e.Log.FaultCount == 0 {
 		return nil
 	}
-	gpus := map[string]bool{}
-	for _, g := range e.Inv.GPUs {
-		gpus[g.Address.String()] = true
-		for _, f := range g.Functions {
-			gpus[f.Address.String()] = true
-		}
-	}
 	var evidence []string
 	n := 0
 	for i, f := range e.Log.Faults {
-		if gpus[f.Device] {
+		if e.logGPU(f.Device, f.Driver, true) {
 			n++
 			evidence = append(evidence, "kernel: "+e.Log.FaultLines[i])
 		}

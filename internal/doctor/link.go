@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // checkLinks finds GPU links that trained narrower than they can, a cable, riser or
@@ -28,8 +30,17 @@ func checkLinks(e *Env) []Finding {
 		}
 	}
 	if e.Log != nil {
-		for _, line := range e.Log.LinkLines {
-			narrow = append(narrow, "kernel: "+line)
+		for i, l := range e.Log.LinkLimits {
+			if !e.logGPU(l.Device, "", false) {
+				continue // an NVMe drive's or a NIC's link is not a GPU's
+			}
+			line := "kernel: " + e.Log.LinkLines[i]
+			if w := linkWidth(l.LimitedBy); w > 0 && w == linkWidth(l.Capable) {
+				// Full width at a lower speed: power saving, or a slower slot.
+				idle = append(idle, line)
+			} else {
+				narrow = append(narrow, line)
+			}
 		}
 	}
 	var out []Finding
@@ -60,4 +71,18 @@ func checkLinks(e *Env) []Finding {
 		})
 	}
 	return out
+}
+
+// linkWidth returns the lanes of a link as the kernel prints it ("16.0 GT/s PCIe x16",
+// "8 GT/s x8"); 0 when it names none.
+func linkWidth(s string) int {
+	i := strings.LastIndex(s, " x")
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(s[i+2:])
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package doctor
 import (
 	"errors"
 	"io"
+	"time"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/kmsg"
@@ -41,7 +42,34 @@ type LogFacts struct {
 	LinkLimits     []kmsg.LinkLimit
 	LinkLines      []string
 	Loaded         string // the nvidia version the driver announced when it loaded
+	// Enumerated is the PCI functions the log says the kernel found, by address; at
+	// most maxEnumerated.
+	Enumerated map[string]kmsg.Enumerated
+	// Failures is what the log says went wrong with devices at run time, in the order
+	// it happened: Xids, GPUs that fell off the bus, AER errors; at most maxFailures,
+	// with FailureCount counting them all.
+	Failures     []Failure
+	FailureCount int
+	lastAER      string // the device of the last AER severity line, whose bits follow it
 }
+
+// Failure is one line of the log about a device failing.
+type Failure struct {
+	Device string
+	Driver string // as the line names it, "" for NVIDIA's NVRM lines
+	Xid    int    // an Xid's code; 0 for the other kinds
+	Fallen bool   // "fallen off the bus"
+	AER    kmsg.AER
+	Line   string
+	Time   time.Duration // since boot; -1 when the log has no such stamp
+}
+
+// maxFailures bounds the failure lines kept: a link that flaps prints thousands.
+const maxFailures = 1000
+
+// maxEnumerated bounds the functions kept of a log's enumeration: every function of a
+// PCI segment.
+const maxEnumerated = 1 << 16
 
 func keep[T any](list []T, v T) []T {
 	if len(list) >= maxKept {
@@ -52,7 +80,7 @@ func keep[T any](list []T, v T) []T {
 
 // CollectLog reads a kernel log in one pass and keeps the lines the checks look for.
 func CollectLog(r io.Reader) (*LogFacts, error) {
-	f := &LogFacts{}
+	f := &LogFacts{Enumerated: map[string]kmsg.Enumerated{}}
 	err := kmsg.Scan(r, func(rec kmsg.Record) bool {
 		f.Records++
 		m := rec.Message
@@ -104,10 +132,39 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		if v, ok := kmsg.ParseNVRMLoading(m); ok {
 			f.Loaded = v
 		}
+		if v, ok := kmsg.ParseEnumerated(m); ok && len(f.Enumerated) < maxEnumerated {
+			f.Enumerated[v.Device] = v
+		}
+		f.failure(m, rec.Time)
 		return true
 	})
 	if errors.Is(err, host.ErrLogCut) {
 		f.Cut, err = err.Error(), nil
 	}
 	return f, err
+}
+
+// failure keeps m when it says a device failed.
+func (f *LogFacts) failure(m string, t time.Duration) {
+	var x Failure
+	if v, ok := kmsg.ParseXid(m); ok {
+		x = Failure{Device: v.Device, Xid: v.Code}
+	} else if d, ok := kmsg.ParseFallenOff(m); ok {
+		x = Failure{Device: d, Fallen: true}
+	} else if a, ok := kmsg.ParseAER(m); ok {
+		switch {
+		case a.Severity != "":
+			f.lastAER = a.Device
+		case a.Bit != "" && a.Device != f.lastAER:
+			return // not the bits of an error just reported: some other "[n] …" line
+		}
+		x = Failure{Device: a.Device, Driver: a.Driver, AER: a}
+	} else {
+		return
+	}
+	f.FailureCount++
+	if len(f.Failures) < maxFailures {
+		x.Line, x.Time = m, t
+		f.Failures = append(f.Failures, x)
+	}
 }

@@ -28,6 +28,10 @@ type found struct {
 	Mismatch      *APIMismatch
 	Loading       string
 	Link          *LinkLimit
+	Enumerated    *Enumerated
+	Xid           *Xid
+	FallenOff     string // the GPU of a "fallen off the bus" message
+	AER           *AER
 }
 
 type snpResult struct {
@@ -86,6 +90,18 @@ func recognise(msg string) found {
 	if v, ok := ParseLinkLimit(msg); ok {
 		f.Link = &v
 	}
+	if v, ok := ParseEnumerated(msg); ok {
+		f.Enumerated = &v
+	}
+	if v, ok := ParseXid(msg); ok {
+		f.Xid = &v
+	}
+	if v, ok := ParseFallenOff(msg); ok {
+		f.FallenOff = v
+	}
+	if v, ok := ParseAER(msg); ok {
+		f.AER = &v
+	}
 	return f
 }
 
@@ -117,7 +133,8 @@ type want struct {
 
 func secs(s float64) time.Duration { return time.Duration(s*1e6+0.5) * time.Microsecond }
 
-// fixture reads a testdata log, less the first line, which names its source.
+// fixture reads a testdata log, less its header: a first line that names its source, and
+// "# " lines after it that say what it shows.
 func fixture(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -127,6 +144,9 @@ func fixture(t testing.TB, name string) string {
 	first, rest, ok := strings.Cut(string(b), "\n")
 	if !ok || !strings.HasPrefix(first, "# source: ") {
 		t.Fatalf("%s: first line %q does not name the source", name, first)
+	}
+	for strings.HasPrefix(rest, "# ") {
+		_, rest, _ = strings.Cut(rest, "\n")
 	}
 	return rest
 }
@@ -296,6 +316,143 @@ var fixtures = map[string][]want{
 		{-1, "lrwxrwxrwx  1 root root    26 Jul 29 07:59 libnvidia-ml.so.1 -> libnvidia-ml.so.525.105.17", found{}},
 		{-1, "-rw-r--r--  1 root root  1.8M May 12  2022 libnvidia-ml.so.470.129.06", found{}},
 		{-1, "-rw-r--r--  1 root root  1.8M Jul 25 08:32 libnvidia-ml.so.525.105.17", found{}},
+	},
+	"akash-network-support-244.log": {
+		{-1, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024", found{Loading: "535.183.01"}},
+		{-1, "NVRM: GPU at PCI:0000:00:05: GPU-efbdfde9-5798-a6e7-4c46-12518fa15375", found{}},
+		{-1, "NVRM: GPU Board Serial Number: 1650423013443", found{}},
+		{-1, "NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, Ch 00000008", found{Xid: &Xid{Device: "0000:00:05.0", Code: 43, Text: "Ch 00000008"}}},
+		{-1, "NVRM: Xid (PCI:0000:00:05): 43, pid=1084984, name=pt_main_thread, Ch 00000008", found{Xid: &Xid{Device: "0000:00:05.0", Code: 43, Text: "Ch 00000008"}}},
+		{-1, "NVRM: GPU at PCI:0000:00:07: GPU-3b6ec030-5adc-1847-e155-79f635584b4e", found{}},
+		{-1, "NVRM: GPU Board Serial Number: 1652923017935", found{}},
+		{-1, "NVRM: Xid (PCI:0000:00:07): 31, pid=2512125, name=python3.10, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_8 faulted @ 0x73ac_1c000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE", found{Xid: &Xid{Device: "0000:00:07.0", Code: 31, Text: "Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_8 faulted @ 0x73ac_1c000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE"}}},
+		{-1, "NVRM: GPU at PCI:0000:00:08: GPU-c24840ec-8de1-83d5-b126-08000173ae32", found{}},
+		{-1, "NVRM: GPU Board Serial Number: 1652923018111", found{}},
+		{-1, "NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No", found{Xid: &Xid{Device: "0000:00:08.0", Code: 94, Text: "Contained: SM (0x1). RST: No, D-RST: No"}}},
+	},
+	"clearlinux-distribution-392.log": {
+		{secs(481.531653), " nvme0n1: p1 p2 p3", found{}},
+		{secs(486.617672), "nvme 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xf7936000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:41:00.0", Driver: "nvme", Address: 0xf7936000, Reason: "flags=0x0000"}}},
+		{secs(486.922742), "nvme 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xf7931000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:41:00.0", Driver: "nvme", Address: 0xf7931000, Reason: "flags=0x0000"}}},
+	},
+	"gpu-burn-1.log": {
+		{secs(74785.660366), "pcieport 0000:00:02.0: AER: Corrected error received: id=0010", found{}},
+		{secs(74785.660380), "pcieport 0000:00:02.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, id=0010(Transmitter ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:02.0", Severity: "corrected", Bit: "", NoRecovery: false}}},
+		{secs(74785.660496), "pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00001000/00002000", found{}},
+		{secs(74785.660559), "pcieport 0000:00:02.0:    [12] Replay Timer Timeout  ", found{AER: &AER{Driver: "pcieport", Device: "0000:00:02.0", Severity: "", Bit: "Replay Timer Timeout", NoRecovery: false}}},
+		{secs(74889.542031), "pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010", found{}},
+		{secs(74889.542044), "pcieport 0000:00:02.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:02.0", Severity: "fatal", Bit: "", NoRecovery: false}}},
+		{secs(74889.542125), "pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00000020/00000000", found{}},
+		{secs(74889.542184), "pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:02.0", Severity: "", Bit: "Surprise Down Error", NoRecovery: false}}},
+		{secs(74889.542234), "pcieport 0000:00:02.0: broadcast error_detected message", found{}},
+		{secs(74889.542239), "nvidia 0000:02:00.0: device has no AER-aware driver", found{AER: &AER{Driver: "nvidia", Device: "0000:02:00.0", Severity: "", Bit: "", NoRecovery: true}}},
+		{secs(74889.644112), "NVRM: GPU at PCI:0000:02:00: GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df", found{}},
+		{secs(74889.644132), "NVRM: GPU Board Serial Number: 0322716036227", found{}},
+		{secs(74889.644138), "NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.", found{Xid: &Xid{Device: "0000:02:00.0", Code: 79, Text: "GPU has fallen off the bus."}}},
+	},
+	"gpu-operator-1146.log": {
+		{secs(199.234935), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
+		{secs(218.250408), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{}},
+		{secs(218.250668), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
+		{secs(219.470994), "NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1.", found{Xid: &Xid{Device: "0000:07:00.0", Code: 48, Text: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1."}}},
+		{secs(219.471050), "NVRM: Xid (PCI:0000:07:00): 64, pid='<unknown>', name=<unknown>, Dynamic Page Retirement: Blacklisting failed.  Page should have been blacklisted on boot(0x00000000007fffa8).", found{Xid: &Xid{Device: "0000:07:00.0", Code: 64, Text: "Dynamic Page Retirement: Blacklisting failed.  Page should have been blacklisted on boot(0x00000000007fffa8)."}}},
+		{secs(221.044131), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{}},
+		{secs(221.044449), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
+		{secs(221.258545), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{}},
+		{secs(221.258893), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
+	},
+	"nvidia-forum-364958.log": {
+		{-1, "NVRM: Xid (PCI:0000:01:00): 120, GSP kernel exception: store access page fault (cause:0xf) @ pc:0xffffffff93003d42, partition:4#0", found{Xid: &Xid{Device: "0000:01:00.0", Code: 120, Text: "GSP kernel exception: store access page fault (cause:0xf) @ pc:0xffffffff93003d42, partition:4#0"}}},
+		{-1, "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", found{Xid: &Xid{Device: "0000:01:00.0", Code: 154, Text: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"}}},
+		{-1, "NVRM: Xid (PCI:0000:01:00): 62, 223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca 2063f48c", found{Xid: &Xid{Device: "0000:01:00.0", Code: 62, Text: "223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca 2063f48c"}}},
+		{-1, "NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has halted.", found{}},
+		{-1, "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", found{Xid: &Xid{Device: "0000:01:00.0", Code: 154, Text: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"}}},
+		{-1, "NVRM: Xid (PCI:0000:01:00): 45, pid=12542, name=VLLM::Worker, channel 0x00000002", found{Xid: &Xid{Device: "0000:01:00.0", Code: 45, Text: "channel 0x00000002"}}},
+	},
+	"nvidia-forum-371272.log": {
+		{-1, "NVRM: Xid (PCI:0000:01:00): 62, 323f0f30 0000c3d8 00000000 206dae68 206da022 206da190 206d85f6 206d8d86", found{Xid: &Xid{Device: "0000:01:00.0", Code: 62, Text: "323f0f30 0000c3d8 00000000 206dae68 206da022 206da190 206d85f6 206d8d86"}}},
+		{-1, "NVRM: GPU0 _kgspRpcGspEventPmuHalted: Received signal from GSP that PMU has halted.", found{}},
+		{-1, "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", found{Xid: &Xid{Device: "0000:01:00.0", Code: 154, Text: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"}}},
+	},
+	"nvsentinel-155.log": {
+		{secs(1843.308145), "NVRM: The NVIDIA GPU 0000:b3:00.0\nNVRM: (PCI ID: 10de:26b5) installed in this system has\nNVRM: fallen off the bus and is not responding to commands.", found{FallenOff: "0000:b3:00.0"}},
+		{secs(1843.439662), "NVRM: The NVIDIA probe routine failed for 1 device(s).", found{ProbeRoutine: 1}},
+		{secs(1843.439669), "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01  Release Build  (dvs-builder@U22-I3-B10-02-5)  Mon Jun  2 13:13:04 UTC 2025", found{Loading: "570.158.01"}},
+	},
+	"open-gpu-kernel-modules-1150.log": {
+		{-1, "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149", found{Xid: &Xid{Device: "0000:dc:00.0", Code: 45, Text: "Ch 00000001 caused by previous Xid 149"}}},
+		{-1, "NVRM: Xid (PCI:0000:ed:00): 45, pid=1818992, name=python3, Ch 0000000c caused by previous Xid 145", found{Xid: &Xid{Device: "0000:ed:00.0", Code: 45, Text: "Ch 0000000c caused by previous Xid 145"}}},
+		{-1, "NVRM: Xid (PCI:0000:ba:00): 45, pid=1818989, name=python3, Ch 00000002 caused by previous Xid 145", found{Xid: &Xid{Device: "0000:ba:00.0", Code: 45, Text: "Ch 00000002 caused by previous Xid 145"}}},
+		{-1, "NVRM: Xid (PCI:0000:97:00): 45, pid=1818987, name=python3, Ch 00000003 caused by previous Xid 145", found{Xid: &Xid{Device: "0000:97:00.0", Code: 45, Text: "Ch 00000003 caused by previous Xid 145"}}},
+		{-1, "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000002 caused by previous Xid 149", found{Xid: &Xid{Device: "0000:dc:00.0", Code: 45, Text: "Ch 00000002 caused by previous Xid 149"}}},
+		{-1, "NVRM: Xid (PCI:0000:ba:00): 45, pid=1818989, name=python3, Ch 00000003 caused by previous Xid 145", found{Xid: &Xid{Device: "0000:ba:00.0", Code: 45, Text: "Ch 00000003 caused by previous Xid 145"}}},
+		{-1, "NVRM: Xid (PCI:0000:ed:00): 45, pid=1818992, name=python3, Ch 00000001 caused by previous Xid 145", found{Xid: &Xid{Device: "0000:ed:00.0", Code: 45, Text: "Ch 00000001 caused by previous Xid 145"}}},
+	},
+	"open-gpu-kernel-modules-1200.log": {
+		{-1, "NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out", found{}},
+		{-1, "NVRM: _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 3175895033 heartbeat 19834604 heartbeatWithOffsetMs 3175815351 diff 79682 timeout 5200", found{}},
+		{-1, "NVRM: _kgspRpcRecvPoll: LibOS heartbeat timed out", found{}},
+		{-1, "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", found{Xid: &Xid{Device: "0000:01:00.0", Code: 154, Text: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"}}},
+	},
+	"open-gpu-kernel-modules-446.log": {
+		{-1, "NVRM: kflcnCoreDumpNondestructive_IMPL: PRI: riscvPc               : 00000000", found{}},
+		{-1, "NVRM: nvAssertFailedNoLog: Assertion failed: Back to back GSP RPC timeout detected! GPU marked for reset @ kernel_gsp.c:2387", found{}},
+		{-1, "NVRM: kflcnCoreDumpDestructive_IMPL: ICD: Core is booted.", found{}},
+		{-1, "NVRM: kflcnCoreDumpDestructive_IMPL: ICD: RSTAT3 0x0000000000000000", found{}},
+		{-1, "NVRM: kflcnCoreDumpDestructive_IMPL: ICD: RSTAT4 0x0000000000000000", found{}},
+		{-1, "NVRM: kflcnCoreDumpDestructive_IMPL: ICD: [ERROR] ICD Halt command failed.", found{}},
+		{-1, "NVRM: _issueRpcAndWait: rpcRecvPoll timedout for fn 76 sequence 4129!", found{}},
+		{-1, "NVRM: Xid (PCI:0000:0b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", found{Xid: &Xid{Device: "0000:0b:00.0", Code: 154, Text: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"}}},
+	},
+	"pop-3363-aer.log": {
+		{secs(68183.615790), "pcieport 0000:00:03.1: AER: Correctable error message received from 0000:00:00.0", found{}},
+		{secs(68183.615810), "pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Transmitter ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.1", Severity: "corrected", Bit: "", NoRecovery: false}}},
+		{secs(68183.615818), "pcieport 0000:00:03.1:   device [1022:1453] error status/mask=00001000/00006000", found{}},
+		{secs(68183.615826), "pcieport 0000:00:03.1:    [12] Timeout               ", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.1", Severity: "", Bit: "Timeout", NoRecovery: false}}},
+		{secs(68183.637883), "pcieport 0000:00:03.1: AER: Correctable error message received from 0000:00:00.0", found{}},
+		{secs(68183.637897), "pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Receiver ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.1", Severity: "corrected", Bit: "", NoRecovery: false}}},
+		{secs(68183.637902), "pcieport 0000:00:03.1:   device [1022:1453] error status/mask=00000040/00006000", found{}},
+		{secs(68183.637907), "pcieport 0000:00:03.1:    [ 6] BadTLP                ", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.1", Severity: "", Bit: "BadTLP", NoRecovery: false}}},
+	},
+	"pop-3363.log": {
+		{-1, "NVRM: GPU at PCI:0000:01:00: GPU-456ad6c8-6097-2bca-fa9d-6b8f7faff040", found{}},
+		{-1, "NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", found{Xid: &Xid{Device: "0000:01:00.0", Code: 79, Text: "GPU has fallen off the bus."}}},
+		{-1, "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.", found{FallenOff: "0000:01:00.0"}},
+		{-1, "NVRM: GPU0 GSP RPC buffer contains function 78 (DUMP_PROTOBUF_COMPONENT) and data 0x0000000000000000 0x0000000000000000.", found{}},
+	},
+	"pop-853.log": {
+		{secs(10.670900), "usblp 3-3:1.1: usblp0: USB Bidirectional printer dev 2 if 1 alt 0 proto 2 vid 0x04B8 pid 0x08D1", found{}},
+		{secs(10.919601), "amd_iommu_report_page_fault: 96 callbacks suppressed", found{}},
+		{secs(10.919607), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfc189000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xfc189000, Reason: "flags=0x0000"}}},
+		{secs(10.920579), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfbeaf000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xfbeaf000, Reason: "flags=0x0000"}}},
+		{secs(12.131977), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xffed5000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xffed5000, Reason: "flags=0x0000"}}},
+		{secs(12.135652), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfc344000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xfc344000, Reason: "flags=0x0000"}}},
+		{secs(12.139874), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfc345000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xfc345000, Reason: "flags=0x0000"}}},
+		{secs(12.143540), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfbfb7000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xfbfb7000, Reason: "flags=0x0000"}}},
+	},
+	"returnn-1500.log": {
+		{-1, "nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)", found{AER: &AER{Driver: "nvidia", Device: "0000:03:00.0", Severity: "", Bit: "", NoRecovery: true}}},
+		{-1, "snd_hda_intel 0000:03:00.1: AER: can't recover (no error_detected callback)", found{AER: &AER{Driver: "snd_hda_intel", Device: "0000:03:00.1", Severity: "", Bit: "", NoRecovery: true}}},
+		{-1, "pcieport 0000:00:03.0: AER: device recovery failed", found{}},
+		{-1, "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: 0000:00:03.0", found{}},
+		{-1, "pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "fatal", Bit: "", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=00004020/00000000", found{}},
+		{-1, "pcieport 0000:00:03.0:    [ 5] SDES                  ", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "", Bit: "SDES", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0:    [14] CmpltTO                (First)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "", Bit: "CmpltTO", NoRecovery: false}}},
+		{-1, "nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)", found{AER: &AER{Driver: "nvidia", Device: "0000:03:00.0", Severity: "", Bit: "", NoRecovery: true}}},
+		{-1, "snd_hda_intel 0000:03:00.1: AER: can't recover (no error_detected callback)", found{AER: &AER{Driver: "snd_hda_intel", Device: "0000:03:00.1", Severity: "", Bit: "", NoRecovery: true}}},
+		{-1, "pcieport 0000:00:03.0: AER: Root Port link has been reset (0)", found{}},
+		{-1, "pcieport 0000:00:03.0: AER: device recovery failed", found{}},
+	},
+	"spdk-2514.log": {
+		{-1, "dmar_fault: 812287 callbacks suppressed", found{}},
+		{-1, "DMAR: DRHD: handling fault status reg 2", found{}},
+		{-1, "DMAR: [DMA Write] Request device [99:00.0] fault addr 0 [fault reason 05] PTE Write access is not set", found{Fault: &IOMMUFault{Kind: "DMAR", Device: "0000:99:00.0", Driver: "", Address: 0x0, Reason: "PTE Write access is not set"}}},
+		{-1, "DMAR: DRHD: handling fault status reg 2", found{}},
+		{-1, "DMAR: [DMA Write] Request device [99:00.0] fault addr 0 [fault reason 05] PTE Write access is not set", found{Fault: &IOMMUFault{Kind: "DMAR", Device: "0000:99:00.0", Driver: "", Address: 0x0, Reason: "PTE Write access is not set"}}},
+		{-1, "DMAR: DRHD: handling fault status reg 2", found{}},
+		{-1, "DMAR: [DMA Write] Request device [99:00.0] fault addr 0 [fault reason 05] PTE Write access is not set", found{Fault: &IOMMUFault{Kind: "DMAR", Device: "0000:99:00.0", Driver: "", Address: 0x0, Reason: "PTE Write access is not set"}}},
+		{-1, "DMAR: DRHD: handling fault status reg 2", found{}},
 	},
 }
 

@@ -158,6 +158,20 @@ func (s *scanner) line(line []byte) {
 	} else if p, rest, ok := decodedPriority(text); ok {
 		rec.Priority, text = p, rest
 	}
+	if rest, ok := talosPrefix(text); ok {
+		s.open(rec, rest, afterDmesg)
+		return
+	}
+	if rest, ok := cutKernelTags(text); ok {
+		// "kernel: " with no stamp before it: a journal or syslog paste with its
+		// stamps cut off, maybe with the dmesg stamp after it.
+		text = rest
+		if t, rest, ok := dmesgStamp(text); ok {
+			rec.Time, text = t, rest
+		}
+		s.open(rec, text, afterDmesg)
+		return
+	}
 	if t, rest, ok := dmesgStamp(text); ok {
 		rec.Time, text = t, stripKernelTag(rest)
 		s.open(rec, text, afterDmesg)
@@ -544,16 +558,53 @@ func isoStamp(b []byte) (rest []byte, dmesgISO, ok bool) {
 	return b[19+sp+1:], dmesgISO, true
 }
 
+// cutKernelTags drops a leading "kernel: ", and any more after it: a journal pasted
+// through another log reads "kernel: kernel: NVRM: …".
+func cutKernelTags(b []byte) ([]byte, bool) {
+	msg, ok := bytes.CutPrefix(b, []byte("kernel: "))
+	if !ok {
+		return b, false
+	}
+	for {
+		rest, more := bytes.CutPrefix(msg, []byte("kernel: "))
+		if !more {
+			return msg, true
+		}
+		msg = rest
+	}
+}
+
+// talosPrefix takes what talosctl dmesg puts before a message, the node, facility,
+// level and an RFC 3339 stamp: "192.168.11.119: kern: warning: [2026-04-22T21:30:51.870495804Z]: ".
+func talosPrefix(b []byte) ([]byte, bool) {
+	node, rest, ok := bytes.Cut(b, []byte(": kern: "))
+	if !ok || len(node) == 0 || len(node) > 64 || bytes.ContainsAny(node, " []") {
+		return b, false
+	}
+	level, rest, ok := bytes.Cut(rest, []byte(": ["))
+	if !ok || len(level) == 0 || len(level) > 8 || bytes.IndexByte(level, ' ') >= 0 {
+		return b, false
+	}
+	stamp, msg, ok := bytes.Cut(rest, []byte("]: "))
+	if !ok {
+		return b, false
+	}
+	if _, _, ok := isoStamp(append(stamp[:len(stamp):len(stamp)], ' ')); !ok {
+		return b, false
+	}
+	return msg, true
+}
+
 // syslogKernel takes "host kernel: " (or "kernel: ", with no host) after a syslog stamp.
 func syslogKernel(b []byte) ([]byte, bool) {
-	if msg, ok := bytes.CutPrefix(b, []byte("kernel: ")); ok {
+	if msg, ok := cutKernelTags(b); ok {
 		return msg, true
 	}
 	host, rest, ok := bytes.Cut(b, []byte{' '})
 	if !ok || len(host) == 0 {
 		return b, false
 	}
-	if msg, ok := bytes.CutPrefix(rest, []byte("kernel: ")); ok {
+	if msg, ok := cutKernelTags(rest); ok {
 		return msg, true
 	}
 	if bytes.Equal(rest, []byte("kernel:")) {
@@ -576,11 +627,11 @@ func syslogOther(b []byte) bool {
 // stripKernelTag drops "kernel: " or "host kernel: " after a dmesg stamp, as journalctl
 // -o short-monotonic prints them.
 func stripKernelTag(b []byte) []byte {
-	if msg, ok := bytes.CutPrefix(b, []byte("kernel: ")); ok {
+	if msg, ok := cutKernelTags(b); ok {
 		return msg
 	}
 	if sp := bytes.IndexByte(b, ' '); sp > 0 && sp < 64 {
-		if msg, ok := bytes.CutPrefix(b[sp+1:], []byte("kernel: ")); ok && bytes.IndexByte(b[:sp], ':') < 0 {
+		if msg, ok := cutKernelTags(b[sp+1:]); ok && bytes.IndexByte(b[:sp], ':') < 0 {
 			return msg
 		}
 	}

@@ -132,6 +132,16 @@ var recogniserCases = []struct {
 	{"2.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe x1 link at 0000:00:1c.0 (capable of 63.008 Gb/s with 8.0 GT/s PCIe x8 link)",
 		found{Link: &LinkLimit{"", "2.000 Gb/s", "2.5 GT/s PCIe x1", "0000:00:1c.0", "8.0 GT/s PCIe x8", "63.008 Gb/s"}}},
 	{"pci 0000:01:00.0: 252.048 Gb/s available PCIe bandwidth (16.0 GT/s PCIe x16 link)", found{}},
+	// drivers/pci/probe.c pci_setup_device, before and since 6.7.
+	{"pci 0000:01:00.0: [10de:1eb8] type 00 class 0x030200",
+		found{Enumerated: &Enumerated{"0000:01:00.0", 0x10de, 0x1eb8, 0x030200}}},
+	{"pci 0000:c1:00.0: [10de:2bb1] type 00 class 0x030000 PCIe Legacy Endpoint",
+		found{Enumerated: &Enumerated{"0000:c1:00.0", 0x10de, 0x2bb1, 0x030000}}},
+	{"pci 0000:c1:00.1: [10de:22e8] type 00 class 0x040300 PCIe Endpoint",
+		found{Enumerated: &Enumerated{"0000:c1:00.1", 0x10de, 0x22e8, 0x040300}}},
+	{"pci 0000:00:01.1: [1022:14ab] type 01 class 0x060400 PCIe Root Port",
+		found{Enumerated: &Enumerated{"0000:00:01.1", 0x1022, 0x14ab, 0x060400}}},
+	{"pci 0000:01:00.0: [10de:1eb8] type 00 class 0x03", found{}},
 	{"pci 0000:01:00.0: 31.504 Gb/s available PCIe bandwidth, limited by 8.0 GT/s PCIe x4 link at 0000:00:00.0", found{}},
 
 	// Nothing at all.

@@ -177,3 +177,51 @@ func ParseLinkLimit(msg string) (LinkLimit, bool) {
 	})
 	return out, found
 }
+
+// Enumerated is the kernel's line for a PCI function it found while scanning the bus.
+type Enumerated struct {
+	Device string // "0000:01:00.0"
+	Vendor uint16
+	ID     uint16 // the device id
+	Class  uint32 // 0x030000: class, subclass, programming interface
+}
+
+// IsGPU reports whether the function is a display controller (VGA, 3D, other), or the
+// audio function of an NVIDIA GPU, which goes with it.
+func (e Enumerated) IsGPU() bool {
+	return e.Class>>16 == 0x03 || (e.Vendor == 0x10de && e.Class>>8 == 0x0403)
+}
+
+// drivers/pci/probe.c pci_setup_device: "[%04x:%04x] type %02x class %#08x" and, since
+// 6.7, " %s" with what kind of function it is ("PCIe Legacy Endpoint").
+var enumeratedRe = regexp.MustCompile(`^\[([0-9a-f]{4}):([0-9a-f]{4})\] type [0-9a-f]{2} class 0x([0-9a-f]{6})\b`)
+
+// ParseEnumerated recognises the kernel's line for a function found on the bus:
+//
+//	pci 0000:01:00.0: [10de:2bb1] type 00 class 0x030000 PCIe Legacy Endpoint
+//	pci 0000:01:00.0: [10de:1eb8] type 00 class 0x030200
+//
+// A log carries it for every function of the boot it records, which tells its GPUs
+// when the log is another machine's.
+func ParseEnumerated(msg string) (Enumerated, bool) {
+	if !strings.Contains(msg, "] type ") {
+		return Enumerated{}, false
+	}
+	var out Enumerated
+	found := eachLine(msg, func(line string) bool {
+		_, bdf, rest, ok := pciPrefix(line)
+		if !ok {
+			return false
+		}
+		m := enumeratedRe.FindStringSubmatch(rest)
+		if m == nil {
+			return false
+		}
+		v, _ := parseHex(m[1], 16)
+		d, _ := parseHex(m[2], 16)
+		c, _ := parseHex(m[3], 32)
+		out = Enumerated{Device: bdf, Vendor: uint16(v), ID: uint16(d), Class: uint32(c)}
+		return true
+	})
+	return out, found
+}

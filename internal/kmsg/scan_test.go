@@ -94,6 +94,10 @@ func TestScanMixed(t *testing.T) {
 		"",
 		"\t",
 		"plain line with CRLF\r",
+		"kernel: kernel: NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.",
+		"kernel: [   13.134460] AMD-Vi: Event logged [",
+		"192.168.11.119: kern: warning: [2026-04-22T21:30:51.870495804Z]: NVRM: Xid (PCI:0000:0b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+		"node1: kern: warning: not a stamp]: left whole",
 		"[   12.345678] dmesg line at the end",
 		"               and its second line",
 	}, "\n")
@@ -122,6 +126,10 @@ func TestScanMixed(t *testing.T) {
 		{-1, -1, "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout"},
 		{-1, -1, "an indented line after a one-line record"},
 		{-1, -1, "plain line with CRLF"},
+		{-1, -1, "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus."},
+		{-1, secs(13.134460), "AMD-Vi: Event logged ["},
+		{-1, -1, "NVRM: Xid (PCI:0000:0b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"},
+		{-1, -1, "node1: kern: warning: not a stamp]: left whole"},
 		{-1, secs(12.345678), "dmesg line at the end\nand its second line"},
 	}
 	var got []rec

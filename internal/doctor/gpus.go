@@ -1,0 +1,78 @@
+package doctor
+
+import (
+	"github.com/gpusplit/gpusplit/internal/pci"
+)
+
+// A kernel log's lines name devices by address; whether an address is a GPU depends on
+// which machine the log is from. The host's own log is read with the host's inventory;
+// a log pasted from another machine (--kernel-log) with the log's own enumeration
+// ("pci 0000:01:00.0: [10de:2bb1] type 00 class 0x030000"), since the same address can
+// be an NVMe drive there.
+
+// gpuDrivers bind GPUs and nothing else: a line they print names a GPU, whatever
+// machine the log is from.
+var gpuDrivers = map[string]bool{"nvidia": true, "nouveau": true, "amdgpu": true, "radeon": true, "i915": true, "xe": true}
+
+// sharedDrivers bind GPUs and other devices alike: their lines say nothing either way.
+var sharedDrivers = map[string]bool{"": true, "vfio-pci": true, "pci-stub": true, "snd_hda_intel": true}
+
+// logFromHost reports whether the log's enumeration agrees with the host's inventory:
+// more of the functions it lists are at the host's addresses with the host's ids than
+// not. A log that lists none (a pasted excerpt) is taken as the host's.
+func logFromHost(facts *LogFacts, tree *pci.Tree) bool {
+	agree, differ := 0, 0
+	for addr, en := range facts.Enumerated {
+		a, err := pci.ParseAddress(addr)
+		d := (*pci.Device)(nil)
+		if err == nil {
+			d = tree.Lookup(a)
+		}
+		if d != nil && d.VendorID == en.Vendor && d.DeviceID == en.ID {
+			agree++
+		} else {
+			differ++
+		}
+	}
+	return agree >= differ
+}
+
+// logGPU reports whether a log line of driver about device names a GPU (a GPU's own
+// functions included) or, with group, a device of a GPU's IOMMU group, whose DMA the
+// GPU's peers see through the same translation.
+func (e *Env) logGPU(device, driver string, group bool) bool {
+	if gpuDrivers[driver] {
+		return true
+	}
+	if !sharedDrivers[driver] {
+		return false // nvme, xhci_hcd, ahci…: not a GPU, whatever the address is here
+	}
+	if e.Log != nil && !e.logHost {
+		en, ok := e.Log.Enumerated[device]
+		return ok && en.IsGPU()
+	}
+	if e.gpuAddrs == nil {
+		e.gpuAddrs, e.gpuGroups = map[string]bool{}, map[int]bool{}
+		for _, g := range e.Inv.GPUs {
+			e.gpuAddrs[g.Address.String()] = true
+			for _, f := range g.Functions {
+				e.gpuAddrs[f.Address.String()] = true
+			}
+			if g.IOMMUGroup >= 0 {
+				e.gpuGroups[g.IOMMUGroup] = true
+			}
+		}
+	}
+	if e.gpuAddrs[device] {
+		return true
+	}
+	if !group {
+		return false
+	}
+	a, err := pci.ParseAddress(device)
+	if err != nil {
+		return false
+	}
+	d := e.Inv.Tree.Lookup(a)
+	return d != nil && d.IOMMUGroup >= 0 && e.gpuGroups[d.IOMMUGroup]
+}

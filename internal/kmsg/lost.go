@@ -1,0 +1,145 @@
+package kmsg
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Xid is an error NVIDIA's driver reports for a GPU.
+type Xid struct {
+	Device string // "0000:01:00.0": the driver prints the function-less "PCI:0000:01:00"
+	Code   int
+	Text   string // what follows the code (and the process, when one is named)
+}
+
+// The driver's formats (open-gpu-kernel-modules, kernel_rc.c): "NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u[ GPU-CI:%02u]]): %d, "
+// then, up to R565 always and since R570 when a process is known, "pid=%s, name=%s, ",
+// then the message. Drivers before about R400 printed "Xid (0000:03:00)".
+var xidRe = regexp.MustCompile(`NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (\d+), (?:pid=[^,]*, name=[^,]*, )?(.*)$`)
+
+// ParseXid recognises an Xid line:
+//
+//	NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+//	NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No
+//	NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.
+func ParseXid(msg string) (Xid, bool) {
+	if !strings.Contains(msg, "NVRM: Xid (") {
+		return Xid{}, false
+	}
+	var out Xid
+	found := eachLine(msg, func(line string) bool {
+		m := xidRe.FindStringSubmatch(line)
+		if m == nil {
+			return false
+		}
+		code, err := strconv.Atoi(m[2])
+		if err != nil {
+			return false
+		}
+		out = Xid{Device: strings.ToLower(m[1]) + ".0", Code: code, Text: m[3]}
+		return true
+	})
+	return out, found
+}
+
+var (
+	// osinit.c, at run time: "NVRM: GPU %04x:%02x:%02x.%x: GPU has fallen off the bus."
+	fallenRe = regexp.MustCompile(`NVRM: GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): GPU has fallen off the bus`)
+	// osapi.c, at probe: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x" / "NVRM: (PCI ID: %04x:%04x) installed in this system has" /
+	// "NVRM: fallen off the bus and is not responding to commands."
+	fallenProbeRe = regexp.MustCompile(`NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*\n\s*NVRM: \(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\) installed in this system has\s*\n\s*NVRM: fallen off the bus`)
+	// Drivers before the open modules: "NVRM: GPU at 0000:01:00.0 has fallen off the bus."
+	fallenOldRe = regexp.MustCompile(`NVRM: GPU at (?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?) has fallen off the bus`)
+)
+
+// ParseFallenOff recognises NVIDIA's message for a GPU that stopped answering on its
+// bus, at run time, at probe (three lines, one record when the log kept them together)
+// and in older drivers' form, and returns the GPU.
+func ParseFallenOff(msg string) (string, bool) {
+	if !strings.Contains(msg, "fallen off the bus") {
+		return "", false
+	}
+	for _, re := range []*regexp.Regexp{fallenRe, fallenProbeRe, fallenOldRe} {
+		if m := re.FindStringSubmatch(msg); m != nil {
+			return normDevice(strings.ToLower(m[1])), true
+		}
+	}
+	return "", false
+}
+
+// AER is a line of the PCIe Advanced Error Reporting driver about one device.
+type AER struct {
+	Device string // the device the line is printed for
+	Driver string // its driver, as the line names it ("pcieport", "nvidia")
+	// Severity is "corrected", "non-fatal" or "fatal" for the error itself;
+	// empty for the lines that follow it.
+	Severity string
+	// Bit is an error's name as printed ("Surprise Down Error", "SDES", "BadTLP").
+	Bit string
+	// NoRecovery is set for "can't recover (no error_detected callback)" and "device
+	// has no AER-aware driver": the driver of the device cannot take part in recovery,
+	// so the link stays down.
+	NoRecovery bool
+}
+
+var (
+	// aer.c aer_print_error: "PCIe Bus Error: severity=%s, type=%s, (%s)"; severities
+	// "Corrected"/"Uncorrected (Non-Fatal)"/"Uncorrected (Fatal)" before about 6.8,
+	// "Correctable"/"Uncorrectable (…)" since.
+	aerSeverityRe = regexp.MustCompile(`^PCIe Bus Error: severity=(Corrected|Correctable|Uncorrected \(Non-Fatal\)|Uncorrectable \(Non-Fatal\)|Uncorrected \(Fatal\)|Uncorrectable \(Fatal\))`)
+	// "   [%2d] %-22s%s": a bit of the status register, by name, " (First)" for the first.
+	aerBitRe = regexp.MustCompile(`^\[\s*(\d+)\]\s+(\S.*?)\s*(?:\(First\))?\s*$`)
+)
+
+// ParseAER recognises the AER lines that say what went wrong with a device:
+//
+//	pcieport 0000:00:02.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)
+//	pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)
+//	nvidia 0000:03:00.0: AER: can't recover (no error_detected callback)
+//	nvidia 0000:02:00.0: device has no AER-aware driver
+func ParseAER(msg string) (AER, bool) {
+	var out AER
+	found := eachLine(msg, func(line string) bool {
+		driver, bdf, rest, ok := pciPrefix(line)
+		if !ok {
+			return false
+		}
+		rest = strings.TrimSpace(rest)
+		switch {
+		case strings.HasPrefix(rest, "PCIe Bus Error: "):
+			m := aerSeverityRe.FindStringSubmatch(rest)
+			if m == nil {
+				return false
+			}
+			sev := "corrected"
+			switch {
+			case strings.HasSuffix(m[1], "(Fatal)"):
+				sev = "fatal"
+			case strings.HasSuffix(m[1], "(Non-Fatal)"):
+				sev = "non-fatal"
+			}
+			out = AER{Device: bdf, Driver: driver, Severity: sev}
+		case rest == "AER: can't recover (no error_detected callback)", rest == "device has no AER-aware driver":
+			out = AER{Device: bdf, Driver: driver, NoRecovery: true}
+		default:
+			m := aerBitRe.FindStringSubmatch(rest)
+			if m == nil {
+				return false
+			}
+			out = AER{Device: bdf, Driver: driver, Bit: m[2]}
+		}
+		return true
+	})
+	return out, found
+}
+
+// IsFatalBit reports whether an AER bit name is one that takes the link down: a
+// surprise down or a completion timeout, in the current short and older long names.
+func IsFatalBit(bit string) bool {
+	switch bit {
+	case "Surprise Down Error", "SDES", "Completion Timeout", "CmpltTO":
+		return true
+	}
+	return false
+}
