@@ -90,6 +90,7 @@ var Checks = []Check{
 	{ID: "iommu-param-invalid", Title: "an IOMMU kernel parameter that the kernel rejects", Run: checkIOMMUParams},
 	{ID: "iommu-translated", Title: "the IOMMU translates GPU DMA (not passthrough)", Run: checkIOMMUTranslated},
 	{ID: "gpu-lost", Title: "GPUs that failed while the host ran: fell off the bus, hardware Xids, fatal PCIe errors", Run: checkGPULost},
+	{ID: "gpu-init-failed", Title: "GPUs that did not come up: RmInitAdapter, stuck power states, the driver's probe summary", Run: checkGPUInit},
 	{ID: "aer-errors", Title: "PCIe errors that AER reported, by device", Run: checkAER},
 	{ID: "iommu-page-faults", Title: "IOMMU faults naming GPUs: peer-to-peer DMA is broken", Run: checkPageFaults},
 	{ID: "sev-snp", Title: "SEV-SNP enabled, and what it implies for the IOMMU and P2P", Run: checkSEVSNP},

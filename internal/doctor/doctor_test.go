@@ -188,6 +188,9 @@ func TestChecksFire(t *testing.T) {
 		{id: "gpu-lost", sev: Error, log: "[74889.542044] pcieport 0000:80:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)\n" +
 			"[74889.542184] pcieport 0000:80:01.1:    [ 5] Surprise Down Error    (First)\n", want: "GPU 0000:81:00.0 failed while the host ran: it stopped answering on its PCIe link"},
 		{id: "aer-errors", sev: Warning, log: readFixture(t, "gpu-burn-1.log"), want: "0000:00:02.0: 1 fatal, 1 corrected"},
+		{id: "gpu-init-failed", sev: Error, log: readFixture(t, "gpu-operator-1146.log"), want: "RmInitAdapter failed! (0x24:0x72:1568) [state init, status 0x72] (×3)"},
+		// The PCI core's line, as pci.c prints it, for a GPU of the sample host.
+		{id: "gpu-init-failed", sev: Error, log: "[ 5.000000] nvidia 0000:81:00.0: Unable to change power state from D3cold to D0, device inaccessible\n", want: "disable_idle_d3=1"},
 		{id: "bar-unassigned", sev: Error, log: readFixture(t, "gpu-operator-492.log"), want: "BAR1 is 0M"},
 		{id: "driver-mismatch", sev: Error, log: readFixture(t, "nvidia-all-394.log"), want: "the version 595.80"},
 		{id: "driver-mismatch", sev: Error, host: func(t *testing.T) *host.Host {
@@ -460,6 +463,7 @@ func TestRealLogExcerpts(t *testing.T) {
 		{"nvidia-forum-364958.log", demoHost, "gpu-lost", Error, "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required) (×2)"},
 		{"akash-network-support-244.log", demoHost, "gpu-lost", Warning, "Xid (PCI:0000:00:08): 94"},
 		{"pop-3363-aer.log", demoHost, "aer-errors", Info, "0000:00:03.1: 2 corrected"},
+		{"nvsentinel-155.log", demoHost, "gpu-init-failed", Error, "NVRM: The NVIDIA probe routine failed for 1 device(s)."},
 	}
 	for _, c := range cases {
 		t.Run(c.log+"/"+c.id, func(t *testing.T) {

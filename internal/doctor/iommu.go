@@ -142,8 +142,12 @@ func checkPageFaults(e *Env) []Finding {
 	if n == 0 {
 		return nil
 	}
-	if e.Log.FaultCount > len(e.Log.Faults) {
-		evidence = append(evidence, fmt.Sprintf("(%d IOMMU faults in the log in all)", e.Log.FaultCount))
+	if e.Log.FaultCount > n {
+		all := fmt.Sprintf("(%d IOMMU faults in the log in all, of every device", e.Log.FaultCount)
+		if e.Log.SuppressedFaults > 0 {
+			all += fmt.Sprintf("; %d of them not printed, which the kernel counted as callbacks suppressed", e.Log.SuppressedFaults)
+		}
+		evidence = append(evidence, all+")")
 	}
 	remedy := "Until it is fixed, run NCCL with NCCL_P2P_DISABLE=1 (transfers go through host memory). The lasting fix is `iommu=pt` on the host, "
 	if snp(e) {

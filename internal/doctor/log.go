@@ -3,6 +3,7 @@ package doctor
 import (
 	"errors"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/host"
@@ -51,6 +52,21 @@ type LogFacts struct {
 	Failures     []Failure
 	FailureCount int
 	lastAER      string // the device of the last AER severity line, whose bits follow it
+	// InitFailures are NVIDIA's and the PCI core's lines for GPUs that did not come
+	// up: RmInitAdapter failures, power states a device could not leave, and the
+	// driver's summary lines (no device); at most maxKept.
+	InitFailures []InitFailure
+	// SuppressedFaults counts the IOMMU fault messages the kernel did not print.
+	SuppressedFaults int
+	splitEvent       string // an AMD-Vi "Event logged [" whose event is on the next line
+}
+
+// InitFailure is one line of the log about a GPU that did not come up.
+type InitFailure struct {
+	Device string // "" for the driver's summary lines
+	RM     *kmsg.InitFailure
+	Power  string // the power state a device could not leave
+	Line   string
 }
 
 // Failure is one line of the log about a device failing.
@@ -84,6 +100,15 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 	err := kmsg.Scan(r, func(rec kmsg.Record) bool {
 		f.Records++
 		m := rec.Message
+		// Kernels before 5.5 printed an AMD-Vi event in two: "AMD-Vi: Event logged ["
+		// and, as a line of its own, "IO_PAGE_FAULT device=05:00.0 … flags=0x0070]".
+		if f.splitEvent != "" {
+			m, f.splitEvent = f.splitEvent+m, ""
+		}
+		if strings.HasSuffix(m, "Event logged [") {
+			f.splitEvent = m
+			return true
+		}
 		if b, ok := kmsg.ParseBARFailure(m); ok {
 			f.BARFailures = keep(f.BARFailures, b)
 			f.BARLines = keep(f.BARLines, m)
@@ -98,6 +123,10 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		if p, ok := kmsg.ParseProbeFailure(m); ok {
 			f.Probes = keep(f.Probes, p)
 			f.ProbeLines = keep(f.ProbeLines, m)
+		}
+		if n, ok := kmsg.ParseSuppressedFaults(m); ok {
+			f.FaultCount += n
+			f.SuppressedFaults += n
 		}
 		if x, ok := kmsg.ParseIOMMUFault(m); ok {
 			f.FaultCount++
@@ -136,6 +165,7 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 			f.Enumerated[v.Device] = v
 		}
 		f.failure(m, rec.Time)
+		f.initFailure(m)
 		return true
 	})
 	if errors.Is(err, host.ErrLogCut) {
@@ -167,4 +197,20 @@ func (f *LogFacts) failure(m string, t time.Duration) {
 		x.Line, x.Time = m, t
 		f.Failures = append(f.Failures, x)
 	}
+}
+
+// initFailure keeps m when it says a GPU did not come up.
+func (f *LogFacts) initFailure(m string) {
+	var x InitFailure
+	if v, ok := kmsg.ParseRmInitFailed(m); ok {
+		x = InitFailure{Device: v.Device, RM: &v}
+	} else if d, st, ok := kmsg.ParsePowerFailure(m); ok {
+		x = InitFailure{Device: d, Power: st}
+	} else if _, ok := kmsg.ParseNVRMProbeFailed(m); ok || kmsg.IsNVRMNoneInitialized(m) {
+		x = InitFailure{}
+	} else {
+		return
+	}
+	x.Line = m
+	f.InitFailures = keep(f.InitFailures, x)
 }

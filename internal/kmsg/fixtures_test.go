@@ -32,6 +32,12 @@ type found struct {
 	Xid           *Xid
 	FallenOff     string // the GPU of a "fallen off the bus" message
 	AER           *AER
+	InitFailed    *InitFailure
+	Power         string // "device state" of a power-state failure
+	Suppressed    int    // IOMMU fault messages the kernel did not print
+	NotReady      *NotReady
+	VFIO          *VFIOError
+	Boot          *BootLine
 }
 
 type snpResult struct {
@@ -101,6 +107,24 @@ func recognise(msg string) found {
 	}
 	if v, ok := ParseAER(msg); ok {
 		f.AER = &v
+	}
+	if v, ok := ParseRmInitFailed(msg); ok {
+		f.InitFailed = &v
+	}
+	if d, st, ok := ParsePowerFailure(msg); ok {
+		f.Power = d + " " + st
+	}
+	if n, ok := ParseSuppressedFaults(msg); ok {
+		f.Suppressed = n
+	}
+	if v, ok := ParseNotReady(msg); ok {
+		f.NotReady = &v
+	}
+	if v, ok := ParseVFIOError(msg); ok {
+		f.VFIO = &v
+	}
+	if v, ok := ParseBootLine(msg); ok {
+		f.Boot = &v
 	}
 	return f
 }
@@ -317,6 +341,227 @@ var fixtures = map[string][]want{
 		{-1, "-rw-r--r--  1 root root  1.8M May 12  2022 libnvidia-ml.so.470.129.06", found{}},
 		{-1, "-rw-r--r--  1 root root  1.8M Jul 25 08:32 libnvidia-ml.so.525.105.17", found{}},
 	},
+	"amdsev-140.log": {
+		{secs(5.745904), "SEV-SNP: RMP table physical address 0x0000000035600000 - 0x0000000075bfffff", found{}},
+		{secs(19.479814), "ccp 0000:47:00.1: enabling device (0000 -> 0002)", found{}},
+		{secs(19.479999), "ccp 0000:47:00.1: no command queues available", found{}},
+		{secs(19.480054), "ccp 0000:47:00.1: sev enabled", found{}},
+		{secs(19.480056), "ccp 0000:47:00.1: psp enabled", found{}},
+		{secs(19.720420), "ccp 0000:47:00.1: SEV-SNP support requires firmware version >= 1:51", found{}},
+		{secs(19.740503), "ccp 0000:47:00.1: SEV: failed to INIT error 0x1, rc -5", found{}},
+		{secs(19.749501), "ccp 0000:47:00.1: SEV API:1.49 build:3", found{}},
+		{secs(19.839876), "SEV supported: 410 ASIDs", found{SEV: &SEVState{Feature: "SEV", State: "enabled"}}},
+		{secs(19.839877), "SEV-ES and SEV-SNP supported: 99 ASIDs", found{SEV: &SEVState{Feature: "SEV-SNP", State: "enabled"}}},
+	},
+	"amdsev-181.log": {
+		{secs(0.000000), "Linux version 6.5.0-rc2-snp-host-XXXXX (ubuntu@XXXXX) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #2 SMP Sat Sep  9 18:14:35 UTC 2023", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", found{}},
+		{secs(0.840661), "Kernel command line: BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", Unknown: []string(nil)}}},
+		{secs(0.840721), "Unknown kernel command line parameters \"BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX\", will be passed to user space.", found{Boot: &BootLine{Cmdline: "", Unknown: []string{"BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX"}}}},
+		{secs(3.693304), "AMD-Vi: SNP enabled", found{}},
+		{secs(3.693431), "SEV-SNP: RMP table physical address [0x000000601ff00000 - 0x00000060e07fffff]", found{}},
+		{secs(4.301763), "AMD-Vi: Extended features (0x841f77e022094ace, 0x0): PPR X2APIC NX IA GA PC SNP", found{}},
+	},
+	"amdsev-189.log": {
+		{secs(0.492094), "SEV-SNP: RMP table physical address [0x000000004de00000 - 0x00000000566fffff]", found{}},
+		{secs(11.652294), "ccp 0000:42:00.1: sev enabled", found{}},
+		{secs(11.702131), "ccp 0000:42:00.1: SEV-SNP: failed to INIT rc -5, error 0x3", found{}},
+		{secs(11.717361), "ccp 0000:42:00.1: SEV: failed to INIT error 0x1, rc -5", found{}},
+		{secs(11.717785), "ccp 0000:42:00.1: SEV API:1.55 build:7", found{}},
+		{secs(11.782062), "kvm_amd: SEV-ES and SEV-SNP supported: 99 ASIDs", found{SEV: &SEVState{Feature: "SEV-SNP", State: "enabled"}}},
+		{secs(11.782063), "kvm_amd: SEV enabled (ASIDs 100 - 509)", found{SEV: &SEVState{Feature: "SEV", State: "enabled"}}},
+		{secs(11.782063), "kvm_amd: SEV-ES enabled (ASIDs 1 - 99)", found{SEV: &SEVState{Feature: "SEV-ES", State: "enabled"}}},
+	},
+	"amdsev-253.log": {
+		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", found{}},
+		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000007fcd100000 - 0x000000804d6fffff]", found{}},
+		{secs(0.003473), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x0000007fcd000000]", found{}},
+		{secs(0.003478), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x000000804d600000]", found{}},
+		{secs(0.364249), "Kernel command line: BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", Unknown: []string(nil)}}},
+		{secs(9.138296), "ccp 0000:05:00.5: sev enabled", found{}},
+		{secs(14.697860), "ccp 0000:05:00.5: SEV API:1.55 build:24", found{}},
+		{secs(14.697866), "ccp 0000:05:00.5: SEV-SNP API:1.55 build:24", found{}},
+		{secs(14.705531), "kvm_amd: SEV enabled (ASIDs 253 - 1006)", found{SEV: &SEVState{Feature: "SEV", State: "enabled"}}},
+		{secs(14.705533), "kvm_amd: SEV-ES enabled (ASIDs 1 - 252)", found{SEV: &SEVState{Feature: "SEV-ES", State: "enabled"}}},
+		{secs(14.705534), "kvm_amd: SEV-SNP enabled (ASIDs 1 - 252)", found{SEV: &SEVState{Feature: "SEV-SNP", State: "enabled"}}},
+	},
+	"amdsev-271.log": {
+		{secs(0.000000), "Linux version 6.15.0-sev-snp-amd64 (yeba@snp-server) (gcc (Ubuntu 14.2.0-19ubuntu2) 14.2.0, GNU ld (GNU Binutils for Ubuntu) 2.44) #1 SMP PREEMPT_DYNAMIC Wed Jun  4 15:09:56 UTC 2025", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", found{}},
+		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000000011500000 - 0x0000000051dfffff]", found{}},
+		{secs(0.012246), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x0000000011400000]", found{}},
+		{secs(0.269390), "Kernel command line: BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", Unknown: []string(nil)}}},
+		{secs(0.269467), "Unknown kernel command line parameters \"BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 mem_encrypt=on\", will be passed to user space.", found{Boot: &BootLine{Cmdline: "", Unknown: []string{"BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64", "mem_encrypt=on"}}}},
+		{secs(1.363388), "usb usb1: Manufacturer: Linux 6.15.0-sev-snp-amd64 ehci_hcd", found{}},
+	},
+	"amdsev-82.log": {
+		{secs(0.000000), "Linux version 5.14.0-rc2-snp-host-20d8ab8889d7 (xlab@xlab-SEV-SNP-01) (gcc (Ubuntu 9.3.0-17ubuntu1~20.04) 9.3.0, GNU ld (GNU Binutils for Ubuntu) 2.34) #1 SMP Wed Feb 16 19:00:08 PST 2022", found{}},
+		{secs(1.956093), "SEV-SNP: RMP table physical address 0x0000000035600000 - 0x0000000075bfffff", found{}},
+		{secs(7.028767), "systemd[1]: Set hostname to <xlab-SEV-SNP-01>.", found{}},
+		{secs(8.810309), "ccp 0000:23: 00.1: enabling device (0000 -> 0002)", found{}},
+		{secs(8.810901), "ccp 0000:23:00.1: no command queues available", found{}},
+		{secs(8.811252), "ccp 0000:23:00.1:  sev enabled", found{}},
+		{secs(8.811254), "ccp 0000: 23:00.1: psp enabled", found{}},
+		{secs(8.811745), "ccp 0000:a2:00.1: enabling device (0000 -> 0002)", found{}},
+		{secs(8.812821), "ccp 0000:a2:00.1:  no command queues available", found{}},
+		{secs(8.839087), "ccp 0000:23:00.1: SEV firmware update successful", found{}},
+		{secs(8.895333), "ccp 0000:23:00.1: SEV-SNP:  failed to INIT error 0x13", found{}},
+		{secs(8.930101), "ccp 0000: 23:00.1: SEV: failed to INIT error 0x13", found{}},
+		{secs(8.930106), "ccp 0000:23:00.1: SEV API:1.51 build: 3", found{}},
+		{secs(10.107580), "SEV supported: 410 ASIDs", found{SEV: &SEVState{Feature: "SEV", State: "enabled"}}},
+		{secs(10.107582), "SEV-ES and SEV-SNP supported: 99 ASIDs", found{SEV: &SEVState{Feature: "SEV-SNP", State: "enabled"}}},
+	},
+	"apu2-documentation-240.log": {
+		{secs(13.134460), "AMD-Vi: Event logged [", found{}},
+		{secs(13.137925), "INVALID_DEVICE_REQUEST device=00:00.1 address=0x000000fdf8000020 flags=0x0a00]", found{}},
+		{secs(11.773399), "AMD-Vi: Event logged [", found{}},
+		{secs(11.776863), "INVALID_DEVICE_REQUEST device=00:00.1 address=0x000000fdf8000020 flags=0x0a00]", found{}},
+		{secs(221.562629), "AMD-Vi: Event logged [", found{}},
+		{secs(221.565929), "IO_PAGE_FAULT device=05:00.0 domain=0x0012 address=0x00000000ff6101b0 flags=0x0070]", found{}},
+		{secs(221.565938), "AMD-Vi: Event logged [", found{}},
+		{secs(221.569235), "IO_PAGE_FAULT device=05:00.0 domain=0x0012 address=0x00000000ff6101c0 flags=0x0070]", found{}},
+		{secs(221.569244), "AMD-Vi: Event logged [", found{}},
+		{secs(221.572523), "IO_PAGE_FAULT device=05:00.0 domain=0x0012 address=0x00000000ff610200 flags=0x0070]", found{}},
+		{secs(221.572531), "AMD-Vi: Event logged [", found{}},
+		{secs(221.575783), "IO_PAGE_FAULT device=05:00.0 domain=0x0012 address=0x00000000ff610240 flags=0x0070]", found{}},
+		{secs(221.575791), "AMD-Vi: Event logged [", found{}},
+		{secs(221.579072), "IO_PAGE_FAULT device=05:00.0 domain=0x0012 address=0x00000000ff610280 flags=0x0070]", found{}},
+	},
+	"bumblebee-111.log": {
+		{secs(87.938040), "nvidia 0000:01:00.0: power state changed by ACPI to D0", found{}},
+		{secs(87.938044), "nvidia 0000:01:00.0: power state changed by ACPI to D0", found{}},
+		{secs(87.938048), "nvidia 0000:01:00.0: enabling device (0000 -> 0003)", found{}},
+		{secs(87.938056), "nvidia 0000:01:00.0: PCI INT A -> GSI 16 (level, low) -> IRQ 16", found{}},
+		{secs(87.938063), "nvidia 0000:01:00.0: setting latency timer to 64", found{}},
+		{secs(87.938068), "vgaarb: device changed decodes: PCI:0000:01:00.0,olddecodes=none,decodes=none:owns=none", found{}},
+		{secs(87.938175), "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  280.13  Wed Jul 27 16:53:56 PDT 2011", found{Loading: "280.13"}},
+		{secs(98.991758), "NVRM: failed to copy vbios to system memory.", found{}},
+		{secs(98.992885), "NVRM: RmInitAdapter failed! (0x30:0xffffffff:859)", found{InitFailed: &InitFailure{Device: "", Stage: 0x30, Status: 0xffffffff}}},
+		{secs(98.992895), "NVRM: rm_init_adapter(0) failed", found{}},
+	},
+	"bumblebee-134.log": {
+		{secs(984.725934), "bbswitch: enabling discrete graphics", found{}},
+		{secs(984.726319), "bbswitch: Result of _DSM call for ON: 00000000", found{}},
+		{secs(984.726327), "pci 0000:01:00.0: power state changed by ACPI to D0", found{}},
+		{secs(984.736600), "pci 0000:01:00.0: Refused to change power state, currently in D3", found{Power: "0000:01:00.0 D3"}},
+		{secs(984.736605), "pci 0000:01:00.0: power state changed by ACPI to D0", found{}},
+	},
+	"gpu-operator-649.log": {
+		{secs(1097.650222), "NVRM: GPU 0000:04:01.0: RmInitAdapter failed! (0x11:0x45:2525)", found{InitFailed: &InitFailure{Device: "0000:04:01.0", Stage: 0x11, Status: 0x45}}},
+		{secs(1097.650377), "NVRM: GPU 0000:04:01.0: rm_init_adapter failed, device minor number 0", found{}},
+		{secs(1102.469870), "NVRM: GPU 0000:04:02.0: RmInitAdapter failed! (0x11:0x45:2525)", found{InitFailed: &InitFailure{Device: "0000:04:02.0", Stage: 0x11, Status: 0x45}}},
+		{secs(1102.470052), "NVRM: GPU 0000:04:02.0: rm_init_adapter failed, device minor number 1", found{}},
+		{secs(1107.289575), "NVRM: GPU 0000:04:02.0: RmInitAdapter failed! (0x11:0x45:2525)", found{InitFailed: &InitFailure{Device: "0000:04:02.0", Stage: 0x11, Status: 0x45}}},
+		{secs(1107.289726), "NVRM: GPU 0000:04:02.0: rm_init_adapter failed, device minor number 1", found{}},
+		{secs(1112.163623), "NVRM: GPU 0000:04:01.0: RmInitAdapter failed! (0x11:0x45:2525)", found{InitFailed: &InitFailure{Device: "0000:04:01.0", Stage: 0x11, Status: 0x45}}},
+		{secs(1112.163774), "NVRM: GPU 0000:04:01.0: rm_init_adapter failed, device minor number 0", found{}},
+		{secs(1114.993489), "IPv6: ADDRCONF(NETDEV_UP): dddd1c3ccc54a5b: link is not ready", found{}},
+		{secs(1114.993797), "IPv6: ADDRCONF(NETDEV_UP): eth0: link is not ready", found{}},
+		{secs(1114.994809), "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready", found{}},
+		{secs(1114.994848), "IPv6: ADDRCONF(NETDEV_CHANGE): dddd1c3ccc54a5b: link becomes ready", found{}},
+		{secs(1115.021348), "device dddd1c3ccc54a5b entered promiscuous mode", found{}},
+		{secs(1117.008104), "NVRM: GPU 0000:04:01.0: RmInitAdapter failed! (0x11:0x45:2525)", found{InitFailed: &InitFailure{Device: "0000:04:01.0", Stage: 0x11, Status: 0x45}}},
+		{secs(1117.008302), "NVRM: GPU 0000:04:01.0: rm_init_adapter failed, device minor number 0", found{}},
+		{secs(1119.112380), "device dddd1c3ccc54a5b left promiscuous mode", found{}},
+		{secs(1121.850825), "NVRM: GPU 0000:04:02.0: RmInitAdapter failed! (0x11:0x45:2525)", found{InitFailed: &InitFailure{Device: "0000:04:02.0", Stage: 0x11, Status: 0x45}}},
+	},
+	"gpu-passthrough-tutorial-39.log": {
+		{secs(26.485239), "nvidia 0000:01:00.0: not ready 8191ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.0", After: "resume", GaveUp: false}}},
+		{secs(34.933241), "nvidia 0000:01:00.0: not ready 16383ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.0", After: "resume", GaveUp: false}}},
+		{secs(52.597123), "nvidia 0000:01:00.0: not ready 32767ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.0", After: "resume", GaveUp: false}}},
+		{secs(87.412701), "nvidia 0000:01:00.0: not ready 65535ms after resume; giving up", found{NotReady: &NotReady{Device: "0000:01:00.0", After: "resume", GaveUp: true}}},
+		{secs(87.412759), "nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+		{secs(87.473074), "NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:667)", found{InitFailed: &InitFailure{Device: "0000:01:00.0", Stage: 0x22, Status: 0x56}}},
+		{secs(87.473112), "NVRM: GPU 0000:01:00.0: rm_init_adapter failed, device minor number 0", found{}},
+		{secs(87.473413), "nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+		{secs(87.473638), "NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:667)", found{InitFailed: &InitFailure{Device: "0000:01:00.0", Stage: 0x22, Status: 0x56}}},
+		{secs(87.473669), "NVRM: GPU 0000:01:00.0: rm_init_adapter failed, device minor number 0", found{}},
+		{secs(87.473846), "nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+		{secs(87.473949), "NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:667)", found{InitFailed: &InitFailure{Device: "0000:01:00.0", Stage: 0x22, Status: 0x56}}},
+		{secs(87.473980), "NVRM: GPU 0000:01:00.0: rm_init_adapter failed, device minor number 0", found{}},
+		{secs(87.474025), "nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+	},
+	"i915-sriov-dkms-106.log": {
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", found{}},
+		{secs(0.060909), "Kernel command line: BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", Unknown: []string(nil)}}},
+		{secs(10.393964), "i915: module verification failed: signature and/or required key missing - tainting kernel", found{}},
+		{secs(10.641252), "i915 0000:00:02.0: Running in SR-IOV PF mode", found{}},
+		{secs(10.641781), "i915 0000:00:02.0: [drm] VT-d active for gfx access", found{}},
+		{secs(10.641884), "i915 0000:00:02.0: vgaarb: deactivate vga console", found{}},
+		{secs(10.641929), "i915 0000:00:02.0: [drm] Using Transparent Hugepages", found{}},
+		{secs(10.643213), "i915 0000:00:02.0: vgaarb: changed VGA decodes: olddecodes=io+mem,decodes=io+mem:owns=io+mem", found{}},
+		{secs(10.644234), "mei_hdcp 0000:00:16.0-b638ab7e-94e2-4ea2-a552-d1c54b627f04: bound 0000:00:02.0 (ops i915_hdcp_component_ops [i915])", found{}},
+		{secs(10.644396), "i915 0000:00:02.0: [drm] Finished loading DMC firmware i915/tgl_dmc_ver2_12.bin (v2.12)", found{}},
+	},
+	"i915ovmfpkg-22.log": {
+		{secs(0.000000), "Linux version 5.2.21 (root@i5-8400) (gcc version 7.5.0 (Ubuntu 7.5.0-3ubuntu1~18.04)) #1 SMP Fri Mar 12 16:39:27 CST 2021", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-5.2.21 root=UUID=d467903d-dfdb-4fef-b606-d671f1f729c9 ro quiet splash kvm.ignore_msrs=1 intel_iommu=on iommu=pt video=efifb:off,vesafb:off pcie_acs_override=downstream vt.handoff=1", found{}},
+		{secs(0.000000), "KERNEL supported cpus:", found{}},
+		{secs(0.000000), "  Intel GenuineIntel", found{}},
+		{secs(0.000000), "  AMD AuthenticAMD", found{}},
+		{secs(0.000000), "  Hygon HygonGenuine", found{}},
+		{secs(0.000000), "  Centaur CentaurHauls", found{}},
+	},
+	"intel-gpu-i915-backports-165.log": {
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", found{}},
+		{secs(0.079561), "Kernel command line: BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", Unknown: []string(nil)}}},
+		{secs(6.769348), "i915 0000:00:02.0: Running in SR-IOV PF mode", found{}},
+		{secs(6.769388), "i915 0000:00:02.0: [drm] GT count: 1, enabled: 1", found{}},
+		{secs(6.769659), "i915 0000:00:02.0: [drm] VT-d active for gfx access", found{}},
+		{secs(6.769765), "i915 0000:00:02.0: vgaarb: deactivate vga console", found{}},
+		{secs(6.769781), "i915 0000:00:02.0: [drm] Using Transparent Hugepages", found{}},
+	},
+	"kata-containers-10622.log": {
+		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", found{}},
+		{secs(0.067043), "Kernel command line: BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", Unknown: []string(nil)}}},
+		{secs(0.067112), "DMAR: IOMMU enabled", found{}},
+		{secs(0.178341), "DMAR-IR: IOAPIC id 2 under DRHD base  0xfed91000 IOMMU 0", found{}},
+		{secs(0.438294), "iommu: Default domain type: Passthrough (set via kernel command line)", found{Domain: &domainResult{Type: "Passthrough", Cmdline: true}}},
+		{secs(0.551524), "pci 0000:00:00.0: Adding to iommu group 0", found{}},
+		{secs(0.551536), "pci 0000:00:01.0: Adding to iommu group 1", found{}},
+		{secs(0.551547), "pci 0000:00:12.0: Adding to iommu group 2", found{}},
+		{secs(0.551562), "pci 0000:00:14.0: Adding to iommu group 3", found{}},
+		{secs(0.551569), "pci 0000:00:14.2: Adding to iommu group 3", found{}},
+	},
+	"kata-containers-11708.log": {
+		{secs(586739.359281), "vfio-pci 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+		{secs(586739.360271), "vfio-pci 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+		{secs(586739.361003), "vfio-pci 0000:01:00.0: resetting", found{}},
+		{secs(586739.361008), "vfio-pci 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+		{secs(586740.080470), "vfio-pci 0000:01:00.0: timed out waiting for pending transaction; performing function level reset anyway", found{}},
+		{secs(586740.186482), "vfio-pci 0000:01:00.0: reset done", found{}},
+	},
+	"nvidia-exec-45.log": {
+		{-1, "pci 0000:01:00.1: not ready 1023ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.1", After: "resume", GaveUp: false}}},
+		{-1, "pci 0000:01:00.1: not ready 2047ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.1", After: "resume", GaveUp: false}}},
+		{-1, "pci 0000:01:00.1: not ready 4095ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.1", After: "resume", GaveUp: false}}},
+		{-1, "pci 0000:01:00.1: not ready 8191ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.1", After: "resume", GaveUp: false}}},
+		{-1, "pci 0000:01:00.1: not ready 16383ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.1", After: "resume", GaveUp: false}}},
+		{-1, "pci 0000:01:00.1: not ready 32767ms after resume; waiting", found{NotReady: &NotReady{Device: "0000:01:00.1", After: "resume", GaveUp: false}}},
+		{-1, "pci 0000:01:00.1: not ready 65535ms after resume; giving up", found{NotReady: &NotReady{Device: "0000:01:00.1", After: "resume", GaveUp: true}}},
+		{-1, "pci 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+	},
+	"open-gpu-kernel-modules-789.log": {
+		{secs(903.609564), "NVRM: RmInitAdapter: Cannot initialize GSP firmware RM", found{}},
+		{secs(903.610907), "NVRM: GPU 0000:98:00.0: RmInitAdapter failed! (0x62:0x65:1792)", found{InitFailed: &InitFailure{Device: "0000:98:00.0", Stage: 0x62, Status: 0x65}}},
+		{secs(903.611884), "NVRM: GPU 0000:98:00.0: rm_init_adapter failed, device minor number 0", found{}},
+		{secs(2052.745833), "NVRM: gpuWaitForGfwBootComplete_TU102: failed to wait for GFW_BOOT: (progress 0x3)", found{}},
+		{secs(2052.745838), "NVRM: kgspWaitForGfwBootOk_TU102: failed to wait for GFW boot complete: 0x65 VBIOS version 94.02.59.00.05", found{}},
+	},
+	"single-gpu-passthrough-103.log": {
+		{-1, "qemu-system-x86_64: vfio: Cannot reset device 0000:03:00.0, depends on group 14 which is not owned.", found{VFIO: &VFIOError{Device: "0000:03:00.0", Kind: "reset", Group: 14, BAR: ""}}},
+	},
+	"talos-14356.log": {
+		{-1, "vfio-pci 0000:c3:00.0: BAR 0: can't reserve [mem 0x2800000000-0x2fffffffff 64bit pref]", found{VFIO: &VFIOError{Device: "0000:c3:00.0", Kind: "bar", Group: -1, BAR: "BAR 0"}}},
+	},
+	"ultimate-macos-kvm-145.log": {
+		{-1, "qemu-system-x86_64: vfio: Cannot reset device 0000:04:00.0, depends on group 37 which is not owned.", found{VFIO: &VFIOError{Device: "0000:04:00.0", Kind: "reset", Group: 37, BAR: ""}}},
+		{-1, "qemu-system-x86_64: vfio: Cannot reset device 0000:04:00.0, depends on group 37 which is not owned.", found{VFIO: &VFIOError{Device: "0000:04:00.0", Kind: "reset", Group: 37, BAR: ""}}},
+	},
+	"vga-passthrough-15.log": {
+		{-1, "qemu-system-x86_64: -device vfio-pci,host=01:00.0,multifunction=on: vfio error: 0000:01:00.0: group 1 is not viable", found{VFIO: &VFIOError{Device: "0000:01:00.0", Kind: "group", Group: 1, BAR: ""}}},
+		{-1, "Please ensure all devices within the iommu_group are bound to their vfio bus driver.", found{}},
+	},
 	"akash-network-support-244.log": {
 		{-1, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024", found{Loading: "535.183.01"}},
 		{-1, "NVRM: GPU at PCI:0000:00:05: GPU-efbdfde9-5798-a6e7-4c46-12518fa15375", found{}},
@@ -352,13 +597,13 @@ var fixtures = map[string][]want{
 	},
 	"gpu-operator-1146.log": {
 		{secs(199.234935), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
-		{secs(218.250408), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{}},
+		{secs(218.250408), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{InitFailed: &InitFailure{Device: "0000:0a:00.0", Stage: 0x24, Status: 0x72}}},
 		{secs(218.250668), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
 		{secs(219.470994), "NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1.", found{Xid: &Xid{Device: "0000:07:00.0", Code: 48, Text: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at physAddr 0x7fffa8860 partition 7, subpartition 1."}}},
 		{secs(219.471050), "NVRM: Xid (PCI:0000:07:00): 64, pid='<unknown>', name=<unknown>, Dynamic Page Retirement: Blacklisting failed.  Page should have been blacklisted on boot(0x00000000007fffa8).", found{Xid: &Xid{Device: "0000:07:00.0", Code: 64, Text: "Dynamic Page Retirement: Blacklisting failed.  Page should have been blacklisted on boot(0x00000000007fffa8)."}}},
-		{secs(221.044131), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{}},
+		{secs(221.044131), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{InitFailed: &InitFailure{Device: "0000:0a:00.0", Stage: 0x24, Status: 0x72}}},
 		{secs(221.044449), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
-		{secs(221.258545), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{}},
+		{secs(221.258545), "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)", found{InitFailed: &InitFailure{Device: "0000:0a:00.0", Stage: 0x24, Status: 0x72}}},
 		{secs(221.258893), "NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5", found{}},
 	},
 	"nvidia-forum-364958.log": {
@@ -422,7 +667,7 @@ var fixtures = map[string][]want{
 	},
 	"pop-853.log": {
 		{secs(10.670900), "usblp 3-3:1.1: usblp0: USB Bidirectional printer dev 2 if 1 alt 0 proto 2 vid 0x04B8 pid 0x08D1", found{}},
-		{secs(10.919601), "amd_iommu_report_page_fault: 96 callbacks suppressed", found{}},
+		{secs(10.919601), "amd_iommu_report_page_fault: 96 callbacks suppressed", found{Suppressed: 96}},
 		{secs(10.919607), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfc189000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xfc189000, Reason: "flags=0x0000"}}},
 		{secs(10.920579), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xfbeaf000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xfbeaf000, Reason: "flags=0x0000"}}},
 		{secs(12.131977), "nvme 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0000 address=0xffed5000 flags=0x0000]", found{Fault: &IOMMUFault{Kind: "IO_PAGE_FAULT", Device: "0000:01:00.0", Driver: "nvme", Address: 0xffed5000, Reason: "flags=0x0000"}}},
@@ -445,7 +690,7 @@ var fixtures = map[string][]want{
 		{-1, "pcieport 0000:00:03.0: AER: device recovery failed", found{}},
 	},
 	"spdk-2514.log": {
-		{-1, "dmar_fault: 812287 callbacks suppressed", found{}},
+		{-1, "dmar_fault: 812287 callbacks suppressed", found{Suppressed: 812287}},
 		{-1, "DMAR: DRHD: handling fault status reg 2", found{}},
 		{-1, "DMAR: [DMA Write] Request device [99:00.0] fault addr 0 [fault reason 05] PTE Write access is not set", found{Fault: &IOMMUFault{Kind: "DMAR", Device: "0000:99:00.0", Driver: "", Address: 0x0, Reason: "PTE Write access is not set"}}},
 		{-1, "DMAR: DRHD: handling fault status reg 2", found{}},

@@ -143,3 +143,68 @@ func IsFatalBit(bit string) bool {
 	}
 	return false
 }
+
+// InitFailure is NVIDIA's report that it could not bring a GPU up.
+type InitFailure struct {
+	Device string
+	Stage  uint64 // the RM init stage (osinit.c): 0x24 STATE_INIT, 0x25 GPU_LOAD, 0x6x firmware (GSP)
+	Status uint64 // the NV_STATUS (nvstatuscodes.h)
+}
+
+// osinit.c: "NVRM: GPU %04x:%02x:%02x.%x: RmInitAdapter failed! (0x%x:0x%x:%d)"; drivers
+// before the open modules printed no GPU.
+var rmInitRe = regexp.MustCompile(`NVRM: (?:GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?RmInitAdapter failed! \(0x([0-9a-fA-F]+):0x([0-9a-fA-F]+):\d+\)`)
+
+// ParseRmInitFailed recognises "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)",
+// and the older "NVRM: RmInitAdapter failed! (0x30:0xffffffff:859)", whose Device is empty.
+func ParseRmInitFailed(msg string) (InitFailure, bool) {
+	if !strings.Contains(msg, "RmInitAdapter failed") {
+		return InitFailure{}, false
+	}
+	m := rmInitRe.FindStringSubmatch(msg)
+	if m == nil {
+		return InitFailure{}, false
+	}
+	stage, _ := parseHex(m[2], 32)
+	status, _ := parseHex(m[3], 32)
+	return InitFailure{Device: strings.ToLower(m[1]), Stage: stage, Status: status}, true
+}
+
+// drivers/pci/pci.c: "Unable to change power state from %s to D0, device inaccessible"
+// (pci_power_up) and "Refused to change power state from %s to %s" (pci_set_low_power_state).
+var powerRe = regexp.MustCompile(`^(?:Unable to change power state from (D3cold|D3hot|D[0-3]) to D0, device inaccessible|Refused to change power state from (D[0-3]\w*) to D[0-3]\w*|Refused to change power state, currently in (D[0-3]\w*))`)
+
+// ParsePowerFailure recognises the PCI core's lines for a device that did not come out
+// of (or go into) a power state, and returns the device and the state it was stuck in.
+func ParsePowerFailure(msg string) (device, state string, ok bool) {
+	if !strings.Contains(msg, "power state") {
+		return "", "", false
+	}
+	found := eachLine(msg, func(line string) bool {
+		_, bdf, rest, ok := pciPrefix(line)
+		if !ok {
+			return false
+		}
+		m := powerRe.FindStringSubmatch(rest)
+		if m == nil {
+			return false
+		}
+		device, state = bdf, m[1]+m[2]+m[3]
+		return true
+	})
+	return device, state, found
+}
+
+// lib/ratelimit.c: "%s: %d callbacks suppressed", for the IOMMU drivers' fault reporters.
+var suppressedRe = regexp.MustCompile(`^(amd_iommu_report_page_fault|dmar_fault): (\d+) callbacks suppressed`)
+
+// ParseSuppressedFaults recognises the kernel's count of IOMMU fault messages it did not
+// print ("amd_iommu_report_page_fault: 96 callbacks suppressed").
+func ParseSuppressedFaults(msg string) (int, bool) {
+	m := suppressedRe.FindStringSubmatch(msg)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[2])
+	return n, err == nil
+}

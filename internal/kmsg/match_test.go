@@ -48,7 +48,7 @@ var recogniserCases = []struct {
 	{"nvidia: probe of 0000:14:00.0 failed with error", found{}},
 	{"nvidia 0000:01:00.0: probe with driver nvidia failed with error -99999999999999999999", found{}},
 	{"xhci_hcd 0000:00:14.0: init 0000:00:14.0 fail, -110", found{}},
-	{"NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:884)", found{}},
+	{"NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:884)", found{InitFailed: &InitFailure{Device: "0000:01:00.0", Stage: 0x22, Status: 0x56}}},
 
 	// nvidia's BAR lines.
 	{"NVRM: BAR1 is 256M @ 0xf0000000 (PCI:0000:14:00.0)", found{NVRMBar: &NVRMBar{1, 256, 0xf0000000, "0000:14:00.0"}}},
@@ -90,7 +90,7 @@ var recogniserCases = []struct {
 	{"AMD-Vi: Unknown option - 'on'", found{Unknown: &unknownResult{"AMD-Vi", "on"}}},
 	{"DMAR: Unknown option - 'foo'", found{Unknown: &unknownResult{"DMAR", "foo"}}},
 	{"AMD-Vi: Unknown option - on", found{}},
-	{`Unknown kernel command line parameters "amd_iommu=on", will be passed to user space.`, found{}},
+	{`Unknown kernel command line parameters "amd_iommu=on", will be passed to user space.`, found{Boot: &BootLine{Unknown: []string{"amd_iommu=on"}}}},
 
 	// SEV.
 	{"kvm_amd: SEV-SNP disabled (ASIDs 0 - 0)", found{SEV: &SEVState{"SEV-SNP", "disabled"}}},
@@ -142,6 +142,11 @@ var recogniserCases = []struct {
 	{"pci 0000:00:01.1: [1022:14ab] type 01 class 0x060400 PCIe Root Port",
 		found{Enumerated: &Enumerated{"0000:00:01.1", 0x1022, 0x14ab, 0x060400}}},
 	{"pci 0000:01:00.0: [10de:1eb8] type 00 class 0x03", found{}},
+	// drivers/pci/pci.c.
+	{"nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
+	{"vfio-pci 0000:0b:00.0: Refused to change power state from D0 to D3hot", found{Power: "0000:0b:00.0 D0"}},
+	{"dmar_fault: 5 callbacks suppressed", found{Suppressed: 5}},
+	{"nvidia_uvm: 5 callbacks suppressed", found{}},
 	{"pci 0000:01:00.0: 31.504 Gb/s available PCIe bandwidth, limited by 8.0 GT/s PCIe x4 link at 0000:00:00.0", found{}},
 
 	// Nothing at all.
