@@ -160,13 +160,19 @@ func TestReferenceVM(t *testing.T) {
 	}
 }
 
+// readFixture reads a real log of internal/kmsg/testdata, less the "# " lines at its top
+// that name its source and say what it shows.
 func readFixture(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "kmsg", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	s := string(b)
+	for strings.HasPrefix(s, "# ") {
+		_, s, _ = strings.Cut(s, "\n")
+	}
+	return s
 }
 
 // Each check fires on its case (a change to the healthy sample host, or a fixture) and not
@@ -189,6 +195,22 @@ func TestChecksFire(t *testing.T) {
 			"[74889.542184] pcieport 0000:80:01.1:    [ 5] Surprise Down Error    (First)\n", want: "GPU 0000:81:00.0 failed while the host ran: it stopped answering on its PCIe link"},
 		{id: "aer-errors", sev: Warning, log: readFixture(t, "gpu-burn-1.log"), want: "0000:00:02.0: 1 fatal, 1 corrected"},
 		{id: "gpu-init-failed", sev: Error, log: readFixture(t, "gpu-operator-1146.log"), want: "RmInitAdapter failed! (0x24:0x72:1568) [state init, status 0x72] (×3)"},
+		{id: "vfio-reset", sev: Error, log: readFixture(t, "single-gpu-passthrough-103.log"), want: "depends on group 14 which is not owned"},
+		// The sample host's GPU 0000:81:00.0 as vfio-pci reports it: its reset_method and the advice.
+		{id: "vfio-reset", sev: Error, log: "[  88.000000] vfio-pci 0000:81:00.0: not ready 65535ms after FLR; giving up\n", want: "0000:81:00.0/reset_method: flr bus"},
+		{id: "vfio-bar-reserve", sev: Error, log: readFixture(t, "talos-14356.log"), want: "BAR 0: can't reserve [mem 0x2800000000-0x2fffffffff 64bit pref]"},
+		// BOOTFB inside the sample host GPU's BAR1, as /proc/iomem nests it.
+		{id: "vfio-bar-reserve", sev: Error, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{"proc/iomem": "00000000-00000fff : Reserved\n" +
+				"30000000000-3ffffffffff : PCI Bus 0000:80\n" +
+				"  30000000000-31fffffffff : PCI Bus 0000:81\n" +
+				"    30000000000-31fffffffff : 0000:81:00.0\n" +
+				"      30000000000-300007e8fff : BOOTFB\n"})
+		}, log: "[  12.000000] vfio-pci 0000:81:00.0: BAR 1: can't reserve [mem 0x30000000000-0x31fffffffff 64bit pref]\n", want: "/proc/iomem: 30000000000-300007e8fff : BOOTFB"},
+		{id: "vfio-group-not-viable", sev: Error, log: readFixture(t, "vga-passthrough-15.log"), want: "group 1 is not viable"},
+		{id: "vfio-group-not-viable", sev: Error, log: "qemu-system-x86_64: -device vfio-pci,host=0000:81:00.0,id=hostpci0: vfio 0000:81:00.0: group 72 is not viable\n", want: "IOMMU group 72: 0000:81:00.1"},
+		{id: "boot-cmdline", sev: Info, log: readFixture(t, "kata-containers-10622.log"), want: "in the log's boot only: root=/dev/mapper/ubuntu--vg-ubuntu--lv splash intel_iommu=on"},
+		{id: "boot-cmdline", sev: Warning, log: readFixture(t, "amdsev-271.log"), want: "did not know parameters it was given: mem_encrypt=on"},
 		// The PCI core's line, as pci.c prints it, for a GPU of the sample host.
 		{id: "gpu-init-failed", sev: Error, log: "[ 5.000000] nvidia 0000:81:00.0: Unable to change power state from D3cold to D0, device inaccessible\n", want: "disable_idle_d3=1"},
 		{id: "bar-unassigned", sev: Error, log: readFixture(t, "gpu-operator-492.log"), want: "BAR1 is 0M"},

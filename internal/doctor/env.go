@@ -64,7 +64,7 @@ func NewEnv(h *host.Host, inv *inventory.Inventory, log io.Reader, logErr error)
 }
 
 // logChecks are the checks that read the kernel log.
-var logChecks = []string{"bar-unassigned", "gpu-lost", "gpu-init-failed", "aer-errors", "iommu-page-faults", "sev-snp", "driver-mismatch"}
+var logChecks = []string{"bar-unassigned", "gpu-lost", "gpu-init-failed", "aer-errors", "vfio-reset", "vfio-bar-reserve", "vfio-group-not-viable", "boot-cmdline", "iommu-page-faults", "sev-snp", "driver-mismatch"}
 
 // guest tells whether the host is a VM: the CPU's hypervisor flag, or the firmware's
 // vendor and product names (QEMU, KVM, VMware, …).

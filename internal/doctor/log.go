@@ -59,6 +59,21 @@ type LogFacts struct {
 	// SuppressedFaults counts the IOMMU fault messages the kernel did not print.
 	SuppressedFaults int
 	splitEvent       string // an AMD-Vi "Event logged [" whose event is on the next line
+	// VFIO are the lines of devices that could not be given to a VM, or did not come
+	// back from a reset: QEMU's and the kernel's; at most maxKept.
+	VFIO []VFIOLine
+	// Cmdline is the last "Kernel command line" of the log (of the boot it records),
+	// CmdlineLine its record; Unknown the parameters the kernel said it did not know.
+	Cmdline, CmdlineLine  string
+	cmdlineEarly          bool
+	Unknown, UnknownLines []string
+}
+
+// VFIOLine is a line about a device that a VM could not have.
+type VFIOLine struct {
+	Err      *kmsg.VFIOError
+	NotReady *kmsg.NotReady
+	Line     string
 }
 
 // InitFailure is one line of the log about a GPU that did not come up.
@@ -166,6 +181,23 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		}
 		f.failure(m, rec.Time)
 		f.initFailure(m)
+		if v, ok := kmsg.ParseVFIOError(m); ok {
+			f.VFIO = keep(f.VFIO, VFIOLine{Err: &v, Line: m})
+		} else if v, ok := kmsg.ParseNotReady(m); ok && v.GaveUp {
+			f.VFIO = keep(f.VFIO, VFIOLine{NotReady: &v, Line: m})
+		}
+		if b, ok := kmsg.ParseBootLine(m); ok {
+			// The kernel's own line, or x86's earlier one until it comes.
+			if b.Cmdline != "" && (!b.Early || f.Cmdline == "" || f.cmdlineEarly) {
+				f.Cmdline, f.CmdlineLine, f.cmdlineEarly = b.Cmdline, m, b.Early
+			}
+			if len(f.Unknown) < maxKept {
+				f.Unknown = append(f.Unknown, b.Unknown...)
+				if len(b.Unknown) > 0 {
+					f.UnknownLines = keep(f.UnknownLines, m)
+				}
+			}
+		}
 		return true
 	})
 	if errors.Is(err, host.ErrLogCut) {

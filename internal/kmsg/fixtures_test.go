@@ -355,7 +355,7 @@ var fixtures = map[string][]want{
 	},
 	"amdsev-181.log": {
 		{secs(0.000000), "Linux version 6.5.0-rc2-snp-host-XXXXX (ubuntu@XXXXX) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #2 SMP Sat Sep  9 18:14:35 UTC 2023", found{}},
-		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", Early: true}}},
 		{secs(0.840661), "Kernel command line: BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", Unknown: []string(nil)}}},
 		{secs(0.840721), "Unknown kernel command line parameters \"BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX\", will be passed to user space.", found{Boot: &BootLine{Cmdline: "", Unknown: []string{"BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX"}}}},
 		{secs(3.693304), "AMD-Vi: SNP enabled", found{}},
@@ -373,7 +373,7 @@ var fixtures = map[string][]want{
 		{secs(11.782063), "kvm_amd: SEV-ES enabled (ASIDs 1 - 99)", found{SEV: &SEVState{Feature: "SEV-ES", State: "enabled"}}},
 	},
 	"amdsev-253.log": {
-		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", Early: true}}},
 		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000007fcd100000 - 0x000000804d6fffff]", found{}},
 		{secs(0.003473), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x0000007fcd000000]", found{}},
 		{secs(0.003478), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x000000804d600000]", found{}},
@@ -387,7 +387,7 @@ var fixtures = map[string][]want{
 	},
 	"amdsev-271.log": {
 		{secs(0.000000), "Linux version 6.15.0-sev-snp-amd64 (yeba@snp-server) (gcc (Ubuntu 14.2.0-19ubuntu2) 14.2.0, GNU ld (GNU Binutils for Ubuntu) 2.44) #1 SMP PREEMPT_DYNAMIC Wed Jun  4 15:09:56 UTC 2025", found{}},
-		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", Early: true}}},
 		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000000011500000 - 0x0000000051dfffff]", found{}},
 		{secs(0.012246), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x0000000011400000]", found{}},
 		{secs(0.269390), "Kernel command line: BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", Unknown: []string(nil)}}},
@@ -482,7 +482,7 @@ var fixtures = map[string][]want{
 		{secs(87.474025), "nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", found{Power: "0000:01:00.0 D3cold"}},
 	},
 	"i915-sriov-dkms-106.log": {
-		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", Early: true}}},
 		{secs(0.060909), "Kernel command line: BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.2.16-10-pve root=/dev/mapper/pve-root ro quiet consoleblank=60 intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7 pci=realloc,assign-busses", Unknown: []string(nil)}}},
 		{secs(10.393964), "i915: module verification failed: signature and/or required key missing - tainting kernel", found{}},
 		{secs(10.641252), "i915 0000:00:02.0: Running in SR-IOV PF mode", found{}},
@@ -495,7 +495,7 @@ var fixtures = map[string][]want{
 	},
 	"i915ovmfpkg-22.log": {
 		{secs(0.000000), "Linux version 5.2.21 (root@i5-8400) (gcc version 7.5.0 (Ubuntu 7.5.0-3ubuntu1~18.04)) #1 SMP Fri Mar 12 16:39:27 CST 2021", found{}},
-		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-5.2.21 root=UUID=d467903d-dfdb-4fef-b606-d671f1f729c9 ro quiet splash kvm.ignore_msrs=1 intel_iommu=on iommu=pt video=efifb:off,vesafb:off pcie_acs_override=downstream vt.handoff=1", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-5.2.21 root=UUID=d467903d-dfdb-4fef-b606-d671f1f729c9 ro quiet splash kvm.ignore_msrs=1 intel_iommu=on iommu=pt video=efifb:off,vesafb:off pcie_acs_override=downstream vt.handoff=1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-5.2.21 root=UUID=d467903d-dfdb-4fef-b606-d671f1f729c9 ro quiet splash kvm.ignore_msrs=1 intel_iommu=on iommu=pt video=efifb:off,vesafb:off pcie_acs_override=downstream vt.handoff=1", Early: true}}},
 		{secs(0.000000), "KERNEL supported cpus:", found{}},
 		{secs(0.000000), "  Intel GenuineIntel", found{}},
 		{secs(0.000000), "  AMD AuthenticAMD", found{}},
@@ -503,7 +503,7 @@ var fixtures = map[string][]want{
 		{secs(0.000000), "  Centaur CentaurHauls", found{}},
 	},
 	"intel-gpu-i915-backports-165.log": {
-		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", Early: true}}},
 		{secs(0.079561), "Kernel command line: BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.5.13-3-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt i915.enable_guc=3 i915.max_vfs=7", Unknown: []string(nil)}}},
 		{secs(6.769348), "i915 0000:00:02.0: Running in SR-IOV PF mode", found{}},
 		{secs(6.769388), "i915 0000:00:02.0: [drm] GT count: 1, enabled: 1", found{}},
@@ -512,7 +512,7 @@ var fixtures = map[string][]want{
 		{secs(6.769781), "i915 0000:00:02.0: [drm] Using Transparent Hugepages", found{}},
 	},
 	"kata-containers-10622.log": {
-		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", found{}},
+		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", Early: true}}},
 		{secs(0.067043), "Kernel command line: BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.5.0-45-generic root=/dev/mapper/ubuntu--vg-ubuntu--lv ro quiet splash intel_iommu=on iommu=pt video=vesafb:off video=efifb:off vfio_pci.ids=10de:1c82,10de:0fb9 vt.handoff=7", Unknown: []string(nil)}}},
 		{secs(0.067112), "DMAR: IOMMU enabled", found{}},
 		{secs(0.178341), "DMAR-IR: IOAPIC id 2 under DRHD base  0xfed91000 IOMMU 0", found{}},
@@ -552,7 +552,7 @@ var fixtures = map[string][]want{
 		{-1, "qemu-system-x86_64: vfio: Cannot reset device 0000:03:00.0, depends on group 14 which is not owned.", found{VFIO: &VFIOError{Device: "0000:03:00.0", Kind: "reset", Group: 14, BAR: ""}}},
 	},
 	"talos-14356.log": {
-		{-1, "vfio-pci 0000:c3:00.0: BAR 0: can't reserve [mem 0x2800000000-0x2fffffffff 64bit pref]", found{VFIO: &VFIOError{Device: "0000:c3:00.0", Kind: "bar", Group: -1, BAR: "BAR 0"}}},
+		{-1, "vfio-pci 0000:c3:00.0: BAR 0: can't reserve [mem 0x2800000000-0x2fffffffff 64bit pref]", found{VFIO: &VFIOError{Device: "0000:c3:00.0", Kind: "bar", Group: -1, BAR: "BAR 0", Start: 0x2800000000, End: 0x2fffffffff}}},
 	},
 	"ultimate-macos-kvm-145.log": {
 		{-1, "qemu-system-x86_64: vfio: Cannot reset device 0000:04:00.0, depends on group 37 which is not owned.", found{VFIO: &VFIOError{Device: "0000:04:00.0", Kind: "reset", Group: 37, BAR: ""}}},

@@ -45,6 +45,8 @@ type VFIOError struct {
 	Kind   string // "reset" (cannot reset), "group" (group not viable), "bar" (BAR cannot be reserved)
 	Group  int    // the IOMMU group named, -1 when none
 	BAR    string // "BAR 1", for Kind "bar"
+	// Start and End are the range of the BAR that could not be reserved.
+	Start, End uint64
 }
 
 var (
@@ -53,7 +55,7 @@ var (
 	// QEMU: "vfio %s: group %d is not viable" (older: "vfio error: %s: group %d is not viable").
 	notViableRe = regexp.MustCompile(`vfio(?: error:)? ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): group (\d+) is not viable`)
 	// drivers/pci/pci.c __pci_request_region: "BAR %d: can't reserve %pR".
-	cantReserveRe = regexp.MustCompile(`^(BAR \d+): can't reserve `)
+	cantReserveRe = regexp.MustCompile(`^(BAR \d+): can't reserve \[(?:mem|io)\s+(0x[0-9a-fA-F]+)-(0x[0-9a-fA-F]+)`)
 )
 
 // ParseVFIOError recognises:
@@ -83,7 +85,9 @@ func ParseVFIOError(msg string) (VFIOError, bool) {
 		if m == nil {
 			return false
 		}
-		out = VFIOError{Device: bdf, Kind: "bar", Group: -1, BAR: m[1]}
+		start, _ := parseHex(m[2], 64)
+		end, _ := parseHex(m[3], 64)
+		out = VFIOError{Device: bdf, Kind: "bar", Group: -1, BAR: m[1], Start: start, End: end}
 		return true
 	})
 	return out, found
@@ -95,6 +99,9 @@ type BootLine struct {
 	// ("Unknown kernel command line parameters"), which it passes to user space.
 	Cmdline string
 	Unknown []string
+	// Early is set for x86's "Command line:", printed before the kernel adds what it
+	// was built with: the boot loader's part alone.
+	Early bool
 }
 
 // ParseBootLine recognises "Kernel command line: …" (init/main.c, every architecture;
@@ -103,6 +110,9 @@ type BootLine struct {
 func ParseBootLine(msg string) (BootLine, bool) {
 	if rest, ok := strings.CutPrefix(msg, "Kernel command line: "); ok {
 		return BootLine{Cmdline: strings.TrimSpace(rest)}, true
+	}
+	if rest, ok := strings.CutPrefix(msg, "Command line: "); ok {
+		return BootLine{Cmdline: strings.TrimSpace(rest), Early: true}, true
 	}
 	if rest, ok := strings.CutPrefix(msg, `Unknown kernel command line parameters "`); ok {
 		words, _, ok := strings.Cut(rest, `", will be passed to user space`)
