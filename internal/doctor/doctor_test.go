@@ -215,12 +215,21 @@ func TestChecksFire(t *testing.T) {
 		{id: "gpu-init-failed", sev: Error, log: "[ 5.000000] nvidia 0000:81:00.0: Unable to change power state from D3cold to D0, device inaccessible\n", want: "disable_idle_d3=1"},
 		{id: "bar-unassigned", sev: Error, log: readFixture(t, "gpu-operator-492.log"), want: "BAR1 is 0M"},
 		{id: "driver-mismatch", sev: Error, log: readFixture(t, "nvidia-all-394.log"), want: "the version 595.80"},
+		// The client 595.84, the module 595.80: an upgrade whose module is not loaded; and
+		// the sample host's module is 580.95.05, not the log's.
+		{id: "driver-mismatch", sev: Error, log: readFixture(t, "nvidia-all-394.log"), want: "The libraries are newer than the loaded module"},
+		{id: "driver-mismatch", sev: Error, log: readFixture(t, "nvidia-all-394.log"), want: "the log names the module 595.80, but 580.95.05 is loaded now"},
 		{id: "driver-mismatch", sev: Error, host: func(t *testing.T) *host.Host {
 			return sample(t, map[string]string{
 				"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.575.57.08": "elf", "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05": "elf",
 				"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "-> libnvidia-ml.so.575.57.08",
 			})
 		}, want: "libnvidia-ml.so.575.57.08"},
+		{id: "driver-mismatch", sev: Error, host: func(t *testing.T) *host.Host {
+			return sample(t, map[string]string{
+				"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.575.57.08": "elf", "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "-> libnvidia-ml.so.575.57.08",
+			})
+		}, want: "The libraries are older than the loaded module"},
 		{id: "sev-snp", sev: Warning, host: func(t *testing.T) *host.Host {
 			return sample(t, map[string]string{"sys/module/kvm_amd/parameters/sev_snp": "Y\n"})
 		}, want: "sev_snp: Y"},
@@ -475,6 +484,7 @@ func TestRealLogExcerpts(t *testing.T) {
 		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "link-degraded", Warning, "limited by 8.0 GT/s PCIe x4 link"},
 		{"amdsev-287.log", demoHost, "sev-snp", Warning, "kvm_amd: SEV-SNP enabled (ASIDs 1 - 1)"},
 		{"bazzite-2668.log", demoHost, "driver-mismatch", Error, "has the version 570.153.02"},
+
 		// The port's fatal error, the GPU's driver that cannot recover, then Xid 79.
 		{"gpu-burn-1.log", demoHost, "gpu-lost", Error, "pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)\nkernel: nvidia 0000:02:00.0: device has no AER-aware driver\nkernel: NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus."},
 		{"gpu-burn-1.log", demoHost, "aer-errors", Warning, "0000:00:02.0: 1 fatal, 1 corrected in 1m44s"},
@@ -641,6 +651,30 @@ func TestRealLogsSilent(t *testing.T) {
 	for _, f := range r.Findings {
 		if f.ID == "gpu-lost" && (strings.Contains(f.Title, "0000:00:05.0") || strings.Contains(f.Title, "0000:00:07.0")) {
 			t.Errorf("an application's Xid reported: %s", f.Title)
+		}
+	}
+}
+
+// bazzite-2668.log's API mismatch as journalctl -o cat prints it, without stamps or
+// indentation: a record a line, joined again so that the module's version is not lost.
+func TestMismatchWithoutStamps(t *testing.T) {
+	var lines []string
+	for _, l := range strings.Split(readFixture(t, "bazzite-2668.log"), "\n") {
+		if _, rest, ok := strings.Cut(l, "] "); ok {
+			l = rest
+		}
+		lines = append(lines, strings.TrimSpace(l))
+	}
+	h, _ := samplehost.Open()
+	r := run(t, h, strings.Join(lines, "\n"))
+	f := find(r, "driver-mismatch", Error)
+	if f == nil {
+		t.Fatalf("driver-mismatch did not fire: %+v", r.Findings)
+	}
+	ev := strings.Join(f.Evidence, "\n")
+	for _, want := range []string{"this kernel module has the version 570.144", "the log names the module 570.144, but 580.95.05 is loaded now"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}
 	}
 }

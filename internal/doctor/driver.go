@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/holders"
@@ -75,9 +76,21 @@ func userVersions(r libReader) (resolved string, where string, all []string) {
 func checkDriverMismatch(e *Env) []Finding {
 	kv, kfrom := kernelVersion(e.H)
 	var evidence []string
+	// Which side is newer says what happened: newer libraries than the module are an
+	// upgrade whose module is not loaded yet; older ones, stale libraries.
+	newer, older := false, false
+	compare := func(client, module string) {
+		switch c := compareVersions(client, module); {
+		case c > 0:
+			newer = true
+		case c < 0:
+			older = true
+		}
+	}
 	if kv != "" {
 		if u, where, _ := userVersions(e.H); u != "" && u != kv {
 			evidence = append(evidence, fmt.Sprintf("%s: %s", kfrom, kv), fmt.Sprintf("host: %s (%s)", where, u))
+			compare(u, kv)
 		}
 		// Containers' own libraries, through a process of theirs (only the live host shows them).
 		if e.H.Root() == "/" {
@@ -90,14 +103,20 @@ func checkDriverMismatch(e *Env) []Finding {
 					seen[p.Container] = true
 					if u, where, _ := userVersions(osReader{root: fmt.Sprintf("/proc/%d/root", p.PID)}); u != "" && u != kv {
 						evidence = append(evidence, fmt.Sprintf("container %d (pid %d): %s (%s)", p.Container, p.PID, where, u))
+						compare(u, kv)
 					}
 				}
 			}
 		}
 	}
 	if e.Log != nil {
-		for _, l := range e.Log.MismatchLines {
+		for i, l := range e.Log.MismatchLines {
 			evidence = append(evidence, "kernel: "+oneLine(l))
+			m := e.Log.Mismatches[i]
+			compare(m.ClientVersion, m.KernelVersion)
+			if kv != "" && m.KernelVersion != "" && m.KernelVersion != kv {
+				evidence = append(evidence, fmt.Sprintf("the log names the module %s, but %s is loaded now: the log is of an earlier boot or module", m.KernelVersion, kv))
+			}
 		}
 	}
 	if len(evidence) == 0 {
@@ -106,13 +125,49 @@ func checkDriverMismatch(e *Env) []Finding {
 	if kv != "" && !strings.HasPrefix(evidence[0], kfrom) {
 		evidence = append([]string{fmt.Sprintf("%s: %s", kfrom, kv)}, evidence...)
 	}
+	remedy := "NVML and CUDA only work when their libraries match the loaded module exactly. "
+	if newer {
+		remedy += "The libraries are newer than the loaded module: a driver upgrade whose new module is not loaded yet. Reboot, or stop " +
+			"everything using the GPUs and reload the nvidia modules, so the new module is the one loaded. "
+	}
+	if older {
+		remedy += "The libraries are older than the loaded module: stale ones, typically a container image that bundles its own driver " +
+			"libraries, or a partial downgrade. In a container, do not bundle them: let the NVIDIA container toolkit (or, on Proxmox, a " +
+			"bind mount of the host's libraries) provide the host's version, or install exactly the host's driver version in it. "
+	}
+	if !newer && !older {
+		remedy += "After a driver upgrade on the host, reboot (or reload the nvidia modules) so the new module is loaded; in a container, " +
+			"use the host's libraries (the NVIDIA container toolkit, or a bind mount on Proxmox) instead of bundled ones."
+	}
 	return []Finding{{
 		Severity: Error,
 		Title:    "the nvidia kernel module and the driver's userspace libraries are different versions",
 		Evidence: capped(evidence, 10),
-		Remedy: "NVML and CUDA only work when their libraries match the loaded module exactly. After a driver upgrade on the host, " +
-			"reboot (or stop everything using the GPUs and reload the nvidia modules) so the new module is the one loaded. In a " +
-			"container, do not bundle driver libraries in the image: let the NVIDIA container toolkit (or, on Proxmox, a bind mount of " +
-			"the host's libraries) provide the host's version, or install exactly the host's driver version in the container.",
+		Remedy:   strings.TrimSpace(remedy),
 	}}
+}
+
+// compareVersions orders NVIDIA driver versions ("570.153.02" after "570.144") by their
+// numeric parts; 0 when either is empty.
+func compareVersions(a, b string) int {
+	if a == "" || b == "" {
+		return 0
+	}
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(pa), len(pb)) {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			if x > y {
+				return 1
+			}
+			return -1
+		}
+	}
+	return 0
 }

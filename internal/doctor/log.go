@@ -59,6 +59,8 @@ type LogFacts struct {
 	// SuppressedFaults counts the IOMMU fault messages the kernel did not print.
 	SuppressedFaults int
 	splitEvent       string // an AMD-Vi "Event logged [" whose event is on the next line
+	mismatch         string // an API mismatch message still missing lines
+	mismatchLines    int
 	// VFIO are the lines of devices that could not be given to a VM, or did not come
 	// back from a reset: QEMU's and the kernel's; at most maxKept.
 	VFIO []VFIOLine
@@ -122,6 +124,23 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		}
 		if strings.HasSuffix(m, "Event logged [") {
 			f.splitEvent = m
+			return true
+		}
+		// NVIDIA's multi-line messages are a record a line where the log has no stamps
+		// to tell continuations by (journalctl -o cat, a paste): an API mismatch that
+		// stops before the module's version takes the NVRM lines after it.
+		if f.mismatch != "" {
+			if strings.HasPrefix(m, "NVRM: ") && f.mismatchLines < 5 {
+				f.mismatch += "\n" + m
+				f.mismatchLines++
+				if !wholeMismatch(f.mismatch) {
+					return true
+				}
+				m = f.mismatch
+			}
+			f.mismatch, f.mismatchLines = "", 0
+		} else if strings.HasPrefix(m, "NVRM: API mismatch") && !wholeMismatch(m) {
+			f.mismatch = m
 			return true
 		}
 		if b, ok := kmsg.ParseBARFailure(m); ok {
@@ -245,4 +264,11 @@ func (f *LogFacts) initFailure(m string) {
 	}
 	x.Line = m
 	f.InitFailures = keep(f.InitFailures, x)
+}
+
+// wholeMismatch reports whether an API mismatch message has come as far as the module's
+// version.
+func wholeMismatch(m string) bool {
+	a, ok := kmsg.ParseAPIMismatch(m)
+	return ok && a.KernelVersion != ""
 }
