@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/kmsg"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
@@ -41,10 +42,25 @@ func checkBARs(e *Env) []Finding {
 			evidence = append(evidence, fmt.Sprintf("%s (%s): %s unassigned (start 0 in %s/resource)", g.Address, drv, strings.Join(bars, ", "), g.Path))
 		}
 	}
+	hostGPUs := len(evidence) > 0 // what sysfs shows of the host's own GPUs
+	windows := false
 	if e.Log != nil {
+		seen := map[string]bool{}
+		add := func(line string) {
+			if !seen[line] {
+				seen[line] = true
+				logLines = append(logLines, line)
+			}
+		}
 		for i, b := range e.Log.BARFailures {
-			if gpus[b.Device] {
-				logLines = append(logLines, "kernel: "+e.Log.BARLines[i])
+			switch {
+			case e.logGPU(b.Device, "", false):
+				add("kernel: " + e.Log.BARLines[i])
+				hostGPUs = hostGPUs || gpus[b.Device]
+			case isWindow(b) && len(e.gpusBelow(b.Device)) > 0:
+				// The bridge above a GPU had no room for it: the cause.
+				add("kernel: " + e.Log.BARLines[i])
+				windows = true
 			}
 		}
 		for i, b := range e.Log.NVRMBars {
@@ -53,8 +69,18 @@ func checkBARs(e *Env) []Finding {
 			}
 		}
 		for i, p := range e.Log.Probes {
-			if gpus[p.Device] {
+			if e.logGPU(p.Device, p.Driver, false) {
 				logLines = append(logLines, "kernel: "+e.Log.ProbeLines[i])
+			}
+		}
+		// A bridge's window that failed beside the GPUs' BARs is their cause too,
+		// where the topology cannot say which bridge is above which GPU.
+		if len(logLines) > 0 {
+			for i, b := range e.Log.BARFailures {
+				if isWindow(b) && !seen["kernel: "+e.Log.BARLines[i]] {
+					add("kernel: " + e.Log.BARLines[i])
+					windows = true
+				}
 			}
 		}
 		if len(evidence)+len(logLines) > 0 {
@@ -77,7 +103,7 @@ func checkBARs(e *Env) []Finding {
 		}
 	}
 	title := "GPU memory BARs are not assigned: the GPUs behind them cannot be used"
-	if total > 0 && e.H.Exists("/proc/driver/nvidia") {
+	if total > 0 && hostGPUs && e.H.Exists("/proc/driver/nvidia") {
 		title = fmt.Sprintf("GPU memory BARs are not assigned: the nvidia driver set up %d of %s", probed, plural.S(total, "GPU"))
 	}
 	var remedy strings.Builder
@@ -94,6 +120,11 @@ func checkBARs(e *Env) []Finding {
 	} else {
 		remedy.WriteString("On bare metal enable \"Above 4G decoding\" (and Resizable BAR support) in the firmware, which reserves 64-bit MMIO " +
 			"space for large BARs; boot with `pci=realloc` so the kernel re-places what the firmware left out. Then reboot.")
+		if windows {
+			remedy.WriteString(" A bridge's window failed too: behind a Thunderbolt or other hot-plug bridge (an external GPU) the firmware " +
+				"reserves little room, which Above 4G decoding does not change; `pci=realloc,hpmmioprefsize=64G` (the GPU's BARs together, " +
+				"rounded up) has the kernel reserve enough for what is plugged in there.")
+		}
 	}
 	out = append(out, Finding{Severity: Error, Title: title, Evidence: evidence, Remedy: remedy.String()})
 	return out
@@ -145,4 +176,14 @@ func windowMB(e *Env) uint64 {
 		w <<= 1
 	}
 	return w >> 20
+}
+
+// isWindow reports whether a resource is a bridge's window: named so since 6.8, and
+// numbered 13 to 16 (after the 7 standard and 6 SR-IOV resources) before.
+func isWindow(b kmsg.BARFailure) bool {
+	switch b.Resource {
+	case "bridge window", "BAR 13", "BAR 14", "BAR 15", "BAR 16":
+		return true
+	}
+	return false
 }

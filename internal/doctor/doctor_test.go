@@ -496,6 +496,7 @@ func TestRealLogExcerpts(t *testing.T) {
 		{"akash-network-support-244.log", demoHost, "gpu-lost", Warning, "Xid (PCI:0000:00:08): 94"},
 		{"pop-3363-aer.log", demoHost, "aer-errors", Info, "0000:00:03.1: 2 corrected"},
 		{"nvsentinel-155.log", demoHost, "gpu-init-failed", Error, "NVRM: The NVIDIA probe routine failed for 1 device(s)."},
+		{"mbp-2016-linux-60.log", demoHost, "bar-unassigned", Error, "kernel: pcieport 0000:7b:02.0: BAR 15: no space for [mem size 0x00200000 64bit pref]"},
 	}
 	for _, c := range cases {
 		t.Run(c.log+"/"+c.id, func(t *testing.T) {
@@ -676,5 +677,32 @@ func TestMismatchWithoutStamps(t *testing.T) {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence lacks %q:\n%s", want, ev)
 		}
+	}
+}
+
+// A Thunderbolt eGPU's log on the sample host: the hot-plug bridge's window is part of
+// the evidence, the remedy names hpmmioprefsize, lines are not repeated, and the title
+// does not count the sample host's GPUs, which are not the log's.
+func TestBARsOfAnotherMachine(t *testing.T) {
+	h, _ := samplehost.Open()
+	r := run(t, h, readFixture(t, "mbp-2016-linux-60.log"))
+	f := find(r, "bar-unassigned", Error)
+	if f == nil {
+		t.Fatalf("bar-unassigned did not fire: %+v", r.Findings)
+	}
+	if strings.Contains(f.Title, "of 8 GPUs") {
+		t.Errorf("title counts the sample host's GPUs: %s", f.Title)
+	}
+	if !strings.Contains(f.Remedy, "hpmmioprefsize=") {
+		t.Errorf("remedy lacks hpmmioprefsize: %s", f.Remedy)
+	}
+	n := 0
+	for _, l := range f.Evidence {
+		if l == "kernel: pcieport 0000:7b:02.0: BAR 15: no space for [mem size 0x00200000 64bit pref]" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the window's line appears %d times, want once:\n%s", n, strings.Join(f.Evidence, "\n"))
 	}
 }
