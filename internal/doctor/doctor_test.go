@@ -483,6 +483,9 @@ func TestRealLogExcerpts(t *testing.T) {
 		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "bar-unassigned", Error, "pci 0000:01:00.0: BAR 1 [mem size 0x10000000 64bit pref]: can't assign; no space"},
 		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "link-degraded", Warning, "limited by 8.0 GT/s PCIe x4 link"},
 		{"amdsev-287.log", demoHost, "sev-snp", Warning, "kvm_amd: SEV-SNP enabled (ASIDs 1 - 1)"},
+		{"amdsev-287.log", demoHost, "sev-snp", Warning, "kernel: ccp 0000:03:00.5: SEV-SNP API:1.55 build:42"},
+		{"amdsev-189.log", demoHost, "sev-snp", Warning, "kernel: ccp 0000:42:00.1: SEV-SNP: failed to INIT rc -5, error 0x3"},
+		{"amdsev-82.log", demoHost, "sev-snp", Warning, "SEV-SNP:  failed to INIT error 0x13"},
 		{"bazzite-2668.log", demoHost, "driver-mismatch", Error, "has the version 570.153.02"},
 
 		// The port's fatal error, the GPU's driver that cannot recover, then Xid 79.

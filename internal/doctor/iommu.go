@@ -168,6 +168,9 @@ func snp(e *Env) bool {
 		return true
 	}
 	if e.Log != nil {
+		if e.Log.SNPUp {
+			return true // the firmware gave its SNP API: SNP is initialised
+		}
 		for _, s := range e.Log.SEV {
 			if s.Feature == "SEV-SNP" && s.State == "enabled" {
 				return true
@@ -180,8 +183,20 @@ func snp(e *Env) bool {
 // checkSEVSNP says that SEV-SNP is on, and what it costs GPUs: the IOMMU must translate,
 // and peer-to-peer DMA between passed-through GPUs goes through it and its RMP checks.
 func checkSEVSNP(e *Env) []Finding {
+	var out []Finding
+	if e.Log != nil && e.Log.SNPInitFailed {
+		out = append(out, Finding{
+			Severity: Warning,
+			Title:    "the platform's SEV-SNP firmware failed to initialise: SNP guests cannot start",
+			Evidence: capped(prefixed("kernel: ", e.Log.SNPPlatform), 8),
+			Remedy: "The PSP firmware (through the ccp driver) refused to start SNP, though the firmware reserved its RMP table. Update the " +
+				"system firmware and the SEV firmware (linux-firmware's amd/amd_sev_fam19h_*.sbin, which ccp loads at boot), and check the " +
+				"firmware's SNP settings (SNP memory coverage, the RMP table). If confidential VMs are not wanted, turn SNP off in the " +
+				"firmware: the IOMMU then need not translate.",
+		})
+	}
 	if !snp(e) {
-		return nil
+		return out
 	}
 	var evidence []string
 	if v, err := e.H.ReadString("/sys/module/kvm_amd/parameters/sev_snp"); err == nil {
@@ -190,12 +205,13 @@ func checkSEVSNP(e *Env) []Finding {
 	if e.Log != nil {
 		evidence = append(evidence, prefixed("kernel: ", e.Log.SEVLines)...)
 		evidence = append(evidence, prefixed("kernel: ", e.Log.SNPIOMMU)...)
+		evidence = append(evidence, prefixed("kernel: ", e.Log.SNPPlatform)...)
 	}
 	sev := Info
 	if len(e.Inv.GPUs) > 1 {
 		sev = Warning
 	}
-	return []Finding{{
+	return append(out, Finding{
 		Severity: sev,
 		Title:    "SEV-SNP is enabled: the IOMMU must translate, and GPU peer-to-peer DMA goes through it",
 		Evidence: capped(evidence, 8),
@@ -203,7 +219,7 @@ func checkSEVSNP(e *Env) []Finding {
 			"checks every DMA against the RMP table. Peer-to-peer DMA between GPUs then crosses it and can fault or return zeros: run NCCL " +
 			"with NCCL_P2P_DISABLE=1 on such hosts. If you do not need confidential VMs, disable SNP (in the firmware, or " +
 			"`kvm_amd.sev_snp=0`) and boot with `iommu=pt`.",
-	}}
+	})
 }
 
 func prefixed(p string, lines []string) []string {

@@ -34,6 +34,11 @@ type LogFacts struct {
 	SEVLines       []string
 	SNPIOMMU       []string // the AMD-Vi lines about SNP support
 	SNPUnsupported bool
+	// SNPPlatform holds the platform's SEV-SNP lines (the RMP table, the firmware's
+	// API, a failed INIT); SNPInitFailed says whether its firmware failed to start it.
+	SNPPlatform   []string
+	SNPInitFailed bool
+	SNPUp         bool // the firmware reported its SNP API: SNP is initialised
 	DefaultDomain  string // "Translated", "Passthrough", … from "iommu: Default domain type"
 	DomainLine     string
 	EncryptionNoPT string // "Memory encryption detected - Disabling default IOMMU Passthrough"
@@ -171,7 +176,12 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 			f.SEV = keep(f.SEV, s)
 			f.SEVLines = keep(f.SEVLines, m)
 		}
-		if supported, _, ok := kmsg.ParseSNPIOMMU(m); ok {
+		if kind, _, ok := kmsg.ParseSNPPlatform(m); ok {
+			f.SNPPlatform = keep(f.SNPPlatform, m)
+			f.SNPInitFailed = f.SNPInitFailed || kind == "init-failed"
+			f.SNPUp = f.SNPUp || kind == "api"
+		}
+				if supported, _, ok := kmsg.ParseSNPIOMMU(m); ok {
 			f.SNPIOMMU = keep(f.SNPIOMMU, m)
 			f.SNPUnsupported = f.SNPUnsupported || !supported
 		}

@@ -38,6 +38,7 @@ type found struct {
 	NotReady      *NotReady
 	VFIO          *VFIOError
 	Boot          *BootLine
+	SNPPlatform   string // "kind version" of a platform SEV-SNP line
 }
 
 type snpResult struct {
@@ -125,6 +126,9 @@ func recognise(msg string) found {
 	}
 	if v, ok := ParseBootLine(msg); ok {
 		f.Boot = &v
+	}
+	if k, v, ok := ParseSNPPlatform(msg); ok {
+		f.SNPPlatform = strings.TrimSpace(k + " " + v)
 	}
 	return f
 }
@@ -299,8 +303,8 @@ var fixtures = map[string][]want{
 		{-1, "nccl-tests:26383:26397 [0] NCCL INFO NCCL_P2P_LEVEL set by environment to LOC", found{}},
 	},
 	"amdsev-287.log": {
-		{0, "SEV-SNP: RMP table physical range [0x0000018279300000 - 0x00000183fd3fffff]", found{}},
-		{secs(61.424502), "ccp 0000:03:00.5: SEV-SNP API:1.55 build:42", found{}},
+		{0, "SEV-SNP: RMP table physical range [0x0000018279300000 - 0x00000183fd3fffff]", found{SNPPlatform: "rmp"}},
+		{secs(61.424502), "ccp 0000:03:00.5: SEV-SNP API:1.55 build:42", found{SNPPlatform: "api 1.55"}},
 		{secs(61.499835), "kvm_amd: SEV enabled (ASIDs 2 - 1006)", found{SEV: &SEVState{"SEV", "enabled"}}},
 		{secs(61.499844), "kvm_amd: SEV-ES enabled (ASIDs 1 - 1)", found{SEV: &SEVState{"SEV-ES", "enabled"}}},
 		{secs(61.499848), "kvm_amd: SEV-SNP enabled (ASIDs 1 - 1)", found{SEV: &SEVState{"SEV-SNP", "enabled"}}},
@@ -358,7 +362,7 @@ var fixtures = map[string][]want{
 		{secs(85.546913), "NVRM: The system BIOS may have misconfigured your GPU.", found{}},
 	},
 	"amdsev-140.log": {
-		{secs(5.745904), "SEV-SNP: RMP table physical address 0x0000000035600000 - 0x0000000075bfffff", found{}},
+		{secs(5.745904), "SEV-SNP: RMP table physical address 0x0000000035600000 - 0x0000000075bfffff", found{SNPPlatform: "rmp"}},
 		{secs(19.479814), "ccp 0000:47:00.1: enabling device (0000 -> 0002)", found{}},
 		{secs(19.479999), "ccp 0000:47:00.1: no command queues available", found{}},
 		{secs(19.480054), "ccp 0000:47:00.1: sev enabled", found{}},
@@ -375,13 +379,13 @@ var fixtures = map[string][]want{
 		{secs(0.840661), "Kernel command line: BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX root=PARTUUID=YYYYY ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295 panic=-1", Unknown: []string(nil)}}},
 		{secs(0.840721), "Unknown kernel command line parameters \"BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX\", will be passed to user space.", found{Boot: &BootLine{Cmdline: "", Unknown: []string{"BOOT_IMAGE=/boot/vmlinuz-6.5.0-rc2-snp-host-XXXXX"}}}},
 		{secs(3.693304), "AMD-Vi: SNP enabled", found{}},
-		{secs(3.693431), "SEV-SNP: RMP table physical address [0x000000601ff00000 - 0x00000060e07fffff]", found{}},
+		{secs(3.693431), "SEV-SNP: RMP table physical address [0x000000601ff00000 - 0x00000060e07fffff]", found{SNPPlatform: "rmp"}},
 		{secs(4.301763), "AMD-Vi: Extended features (0x841f77e022094ace, 0x0): PPR X2APIC NX IA GA PC SNP", found{}},
 	},
 	"amdsev-189.log": {
-		{secs(0.492094), "SEV-SNP: RMP table physical address [0x000000004de00000 - 0x00000000566fffff]", found{}},
+		{secs(0.492094), "SEV-SNP: RMP table physical address [0x000000004de00000 - 0x00000000566fffff]", found{SNPPlatform: "rmp"}},
 		{secs(11.652294), "ccp 0000:42:00.1: sev enabled", found{}},
-		{secs(11.702131), "ccp 0000:42:00.1: SEV-SNP: failed to INIT rc -5, error 0x3", found{}},
+		{secs(11.702131), "ccp 0000:42:00.1: SEV-SNP: failed to INIT rc -5, error 0x3", found{SNPPlatform: "init-failed"}},
 		{secs(11.717361), "ccp 0000:42:00.1: SEV: failed to INIT error 0x1, rc -5", found{}},
 		{secs(11.717785), "ccp 0000:42:00.1: SEV API:1.55 build:7", found{}},
 		{secs(11.782062), "kvm_amd: SEV-ES and SEV-SNP supported: 99 ASIDs", found{SEV: &SEVState{Feature: "SEV-SNP", State: "enabled"}}},
@@ -390,13 +394,13 @@ var fixtures = map[string][]want{
 	},
 	"amdsev-253.log": {
 		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", Early: true}}},
-		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000007fcd100000 - 0x000000804d6fffff]", found{}},
+		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000007fcd100000 - 0x000000804d6fffff]", found{SNPPlatform: "rmp"}},
 		{secs(0.003473), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x0000007fcd000000]", found{}},
 		{secs(0.003478), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x000000804d600000]", found{}},
 		{secs(0.364249), "Kernel command line: BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.11.0-rc3-snp-host-85ef1ac03941 root=/dev/mapper/ubuntu--vg-lv--2 ro kvm_amd.sev=1 quiet splash systemd.unified_cgroup_hierarchy=1 vt.handoff=1", Unknown: []string(nil)}}},
 		{secs(9.138296), "ccp 0000:05:00.5: sev enabled", found{}},
 		{secs(14.697860), "ccp 0000:05:00.5: SEV API:1.55 build:24", found{}},
-		{secs(14.697866), "ccp 0000:05:00.5: SEV-SNP API:1.55 build:24", found{}},
+		{secs(14.697866), "ccp 0000:05:00.5: SEV-SNP API:1.55 build:24", found{SNPPlatform: "api 1.55"}},
 		{secs(14.705531), "kvm_amd: SEV enabled (ASIDs 253 - 1006)", found{SEV: &SEVState{Feature: "SEV", State: "enabled"}}},
 		{secs(14.705533), "kvm_amd: SEV-ES enabled (ASIDs 1 - 252)", found{SEV: &SEVState{Feature: "SEV-ES", State: "enabled"}}},
 		{secs(14.705534), "kvm_amd: SEV-SNP enabled (ASIDs 1 - 252)", found{SEV: &SEVState{Feature: "SEV-SNP", State: "enabled"}}},
@@ -404,7 +408,7 @@ var fixtures = map[string][]want{
 	"amdsev-271.log": {
 		{secs(0.000000), "Linux version 6.15.0-sev-snp-amd64 (yeba@snp-server) (gcc (Ubuntu 14.2.0-19ubuntu2) 14.2.0, GNU ld (GNU Binutils for Ubuntu) 2.44) #1 SMP PREEMPT_DYNAMIC Wed Jun  4 15:09:56 UTC 2025", found{}},
 		{secs(0.000000), "Command line: BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", Early: true}}},
-		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000000011500000 - 0x0000000051dfffff]", found{}},
+		{secs(0.000000), "SEV-SNP: RMP table physical range [0x0000000011500000 - 0x0000000051dfffff]", found{SNPPlatform: "rmp"}},
 		{secs(0.012246), "SEV-SNP: Reserving start/end of RMP table on a 2MB boundary [0x0000000011400000]", found{}},
 		{secs(0.269390), "Kernel command line: BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", found{Boot: &BootLine{Cmdline: "BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 root=/dev/mapper/ubuntu--vg-ubuntu--lv ro mem_encrypt=on kvm_amd.sev=1 iommu=nopt crashkernel=2G-4G:320M,4G-32G:512M,32G-64G:1024M,64G-128G:2048M,128G-:4096M", Unknown: []string(nil)}}},
 		{secs(0.269467), "Unknown kernel command line parameters \"BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64 mem_encrypt=on\", will be passed to user space.", found{Boot: &BootLine{Cmdline: "", Unknown: []string{"BOOT_IMAGE=/vmlinuz-6.15.0-sev-snp-amd64", "mem_encrypt=on"}}}},
@@ -412,7 +416,7 @@ var fixtures = map[string][]want{
 	},
 	"amdsev-82.log": {
 		{secs(0.000000), "Linux version 5.14.0-rc2-snp-host-20d8ab8889d7 (xlab@xlab-SEV-SNP-01) (gcc (Ubuntu 9.3.0-17ubuntu1~20.04) 9.3.0, GNU ld (GNU Binutils for Ubuntu) 2.34) #1 SMP Wed Feb 16 19:00:08 PST 2022", found{}},
-		{secs(1.956093), "SEV-SNP: RMP table physical address 0x0000000035600000 - 0x0000000075bfffff", found{}},
+		{secs(1.956093), "SEV-SNP: RMP table physical address 0x0000000035600000 - 0x0000000075bfffff", found{SNPPlatform: "rmp"}},
 		{secs(7.028767), "systemd[1]: Set hostname to <xlab-SEV-SNP-01>.", found{}},
 		{secs(8.810309), "ccp 0000:23: 00.1: enabling device (0000 -> 0002)", found{}},
 		{secs(8.810901), "ccp 0000:23:00.1: no command queues available", found{}},
@@ -421,7 +425,7 @@ var fixtures = map[string][]want{
 		{secs(8.811745), "ccp 0000:a2:00.1: enabling device (0000 -> 0002)", found{}},
 		{secs(8.812821), "ccp 0000:a2:00.1:  no command queues available", found{}},
 		{secs(8.839087), "ccp 0000:23:00.1: SEV firmware update successful", found{}},
-		{secs(8.895333), "ccp 0000:23:00.1: SEV-SNP:  failed to INIT error 0x13", found{}},
+		{secs(8.895333), "ccp 0000:23:00.1: SEV-SNP:  failed to INIT error 0x13", found{SNPPlatform: "init-failed"}},
 		{secs(8.930101), "ccp 0000: 23:00.1: SEV: failed to INIT error 0x13", found{}},
 		{secs(8.930106), "ccp 0000:23:00.1: SEV API:1.51 build: 3", found{}},
 		{secs(10.107580), "SEV supported: 410 ASIDs", found{SEV: &SEVState{Feature: "SEV", State: "enabled"}}},

@@ -286,3 +286,44 @@ func ParseUnknownIOMMUOption(msg string) (driver string, option string, ok bool)
 	})
 	return driver, option, ok
 }
+
+var (
+	// arch/x86/virt/svm/sev.c: "RMP table physical range [0x%016llx - 0x%016llx]" (before
+	// 6.11 "RMP table physical address [...]", before 6.9 without the brackets), under
+	// the "SEV-SNP: " prefix.
+	snpRMPRe = regexp.MustCompile(`^SEV-SNP: RMP table physical (?:address|range) `)
+	// drivers/crypto/ccp/sev-dev.c: "SEV-SNP API:%d.%d build:%d" once SNP is
+	// initialised, "SEV-SNP: failed to INIT rc %d, error %#x" when it is not.
+	snpAPIRe  = regexp.MustCompile(`^SEV-SNP API:(\d+\.\d+) build:\s*\d+`)
+	snpInitRe = regexp.MustCompile(`^SEV-SNP:\s+failed to INIT\b`)
+)
+
+// ParseSNPPlatform recognises what the platform says of SEV-SNP, as opposed to KVM:
+// "rmp" for the RMP table the firmware reserved ("SEV-SNP: RMP table physical range
+// [...]"), "api" with the firmware's API version once SNP is initialised ("ccp
+// 0000:05:00.5: SEV-SNP API:1.55 build:24"), "init-failed" when it could not be ("ccp
+// 0000:42:00.1: SEV-SNP: failed to INIT rc -5, error 0x3").
+func ParseSNPPlatform(msg string) (kind, version string, ok bool) {
+	if !strings.Contains(msg, "SEV-SNP") {
+		return "", "", false
+	}
+	found := eachLine(msg, func(line string) bool {
+		if snpRMPRe.MatchString(line) {
+			kind = "rmp"
+			return true
+		}
+		if _, _, rest, ok := devPrefix(line); ok {
+			line = strings.TrimSpace(rest)
+		}
+		if m := snpAPIRe.FindStringSubmatch(line); m != nil {
+			kind, version = "api", m[1]
+			return true
+		}
+		if snpInitRe.MatchString(line) {
+			kind = "init-failed"
+			return true
+		}
+		return false
+	})
+	return kind, version, found
+}

@@ -109,7 +109,7 @@ var recogniserCases = []struct {
 	{"AMD-Vi: SNP: IOMMU SNP feature not enabled, SNP cannot be supported.",
 		found{SNP: &snpResult{false, "IOMMU SNP feature not enabled"}}},
 	{"AMD-Vi: IOMMU performance counters supported", found{}},
-	{"SEV-SNP: RMP table physical range [0x0000018279300000 - 0x00000183fd3fffff]", found{}},
+	{"SEV-SNP: RMP table physical range [0x0000018279300000 - 0x00000183fd3fffff]", found{SNPPlatform: "rmp"}},
 
 	// Driver versions (https://github.com/nvidiavgpuarchive/index/issues/1, nixGL#139).
 	{"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.148.06  Mon May  5 11:36:21 UTC 2025", found{Loading: "570.148.06"}},
