@@ -36,9 +36,9 @@ type LogFacts struct {
 	SNPUnsupported bool
 	// SNPPlatform holds the platform's SEV-SNP lines (the RMP table, the firmware's
 	// API, a failed INIT); SNPInitFailed says whether its firmware failed to start it.
-	SNPPlatform   []string
-	SNPInitFailed bool
-	SNPUp         bool // the firmware reported its SNP API: SNP is initialised
+	SNPPlatform    []string
+	SNPInitFailed  bool
+	SNPUp          bool   // the firmware reported its SNP API: SNP is initialised
 	DefaultDomain  string // "Translated", "Passthrough", … from "iommu: Default domain type"
 	DomainLine     string
 	EncryptionNoPT string // "Memory encryption detected - Disabling default IOMMU Passthrough"
@@ -181,7 +181,7 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 			f.SNPInitFailed = f.SNPInitFailed || kind == "init-failed"
 			f.SNPUp = f.SNPUp || kind == "api"
 		}
-				if supported, _, ok := kmsg.ParseSNPIOMMU(m); ok {
+		if supported, _, ok := kmsg.ParseSNPIOMMU(m); ok {
 			f.SNPIOMMU = keep(f.SNPIOMMU, m)
 			f.SNPUnsupported = f.SNPUnsupported || !supported
 		}
