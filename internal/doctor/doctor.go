@@ -107,6 +107,7 @@ var Checks = []Check{
 	{ID: "gpu-held", Title: "processes holding GPUs that the configured split would move", Run: checkHeld},
 	{ID: "split-drift", Title: "the configured split is not in effect", Run: checkDrift},
 	{ID: "numa-unknown", Title: "GPUs without a NUMA node on a NUMA machine", Run: checkNUMAUnknown},
+	{ID: "firmware", Title: "what the firmware set, as Linux sees it: platform, NPS, IOMMU, Above 4G, Resizable BAR, SR-IOV, ACS, PCIe settings", Run: checkFirmware},
 }
 
 // IDs returns every check's id, in order.

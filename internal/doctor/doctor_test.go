@@ -15,6 +15,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
 
@@ -292,7 +293,7 @@ func TestChecksFire(t *testing.T) {
 		}, want: "/proc/cmdline: amd_iommu=on"},
 	}
 	// Every check has a case that makes it fire, here or in TestReferenceVM.
-	elsewhere := []string{"grub-override", "vm-flat-topology"}
+	elsewhere := []string{"grub-override", "vm-flat-topology", "firmware"} // firmware: TestFirmwareSample, TestFirmwareRebarOff
 	for _, c := range Checks {
 		if !slices.Contains(elsewhere, c.ID) && !slices.ContainsFunc(cases, func(k struct {
 			id     string
@@ -707,5 +708,77 @@ func TestBARsOfAnotherMachine(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the window's line appears %d times, want once:\n%s", n, strings.Join(f.Evidence, "\n"))
+	}
+}
+
+// `doctor --only firmware` on the sample host: a reasoned report of each item, and no
+// warning, since the sample host is set as a GPU server should be.
+func TestFirmwareSample(t *testing.T) {
+	h, _ := samplehost.Open()
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEnv(h, inv, nil, fmt.Errorf("no log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(e, []string{"firmware"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Findings) != 1 || r.Findings[0].Severity != Info {
+		t.Fatalf("findings %+v, want one note", r.Findings)
+	}
+	ev := strings.Join(r.Findings[0].Evidence, "\n")
+	for _, want := range []string{
+		"platform: ASUSTeK COMPUTER INC. ESC8000A-E13", "firmware American Megatrends Inc. 0402 of 06/12/2025",
+		"NUMA: 2 nodes on 2 sockets, NPS1", "IOMMU: on", "the GPUs: 8 in identity groups",
+		"Above 4G decoding: on", "0000:01:00.0 BAR1 at 0x20000000000",
+		"8 GPUs (0000:01:00.0 … 0000:f1:00.0): BAR1: 128 GiB, the largest it offers 128 GiB",
+		"SR-IOV: the GPUs offer no virtual functions", "no switch between the GPUs and their root ports",
+		"8 GPUs (0000:01:00.0 … 0000:f1:00.0): max payload 256 of 256 bytes, max read request 512, relaxed ordering on, 10-bit tags on, ASPM disabled",
+		"ASPM policy of the kernel: [default]",
+	} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("the report lacks %q:\n%s", want, ev)
+		}
+	}
+}
+
+// A GPU whose firmware left BAR1 at 256 MiB of the 128 GiB it offers is a warning; read
+// without root, the config-space items are marked partial.
+func TestFirmwareRebarOff(t *testing.T) {
+	dir := t.TempDir()
+	if err := samplehost.Unpack(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/config")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := pci.Config(cfg).ExtCapability(0x15)
+	cfg[off+9] = 8 // BAR size 2^(8+20): 256 MiB
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, h, "")
+	f := find(r, "firmware", Warning)
+	if f == nil || !strings.Contains(f.Title, "Resizable BAR is off for 0000:81:00.0: BAR1 is 256 MiB of the 128 GiB it offers") {
+		t.Errorf("no warning for the small BAR1: %+v", r.Findings)
+	}
+	// 64 bytes, as a reader without root gets them.
+	if err := os.WriteFile(cfgPath, cfg[:64], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = host.Open(dir)
+	r = run(t, h, "")
+	if !strings.Contains(r.Partial["firmware"], "only root can read") {
+		t.Errorf("partial %v", r.Partial)
 	}
 }

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -104,7 +103,7 @@ func acsRedirect(e *Env, gpus []*pci.Device) []string {
 				e.partial("p2p-topology", "the ACS registers of switch ports are past the first 64 bytes of config space, which only root can read")
 				continue
 			}
-			ctl, ok := acsControl(cfg)
+			ctl, ok := pci.Config(cfg).ACSControl()
 			if ok && ctl&0x000c != 0 {
 				out = append(out, fmt.Sprintf("%s: ACS control 0x%04x (ReqRedir%s CmpltRedir%s)", p, ctl, flag(ctl&0x4), flag(ctl&0x8)))
 			}
@@ -118,29 +117,6 @@ func flag(v uint16) string {
 		return "+"
 	}
 	return "-"
-}
-
-// acsControl walks the extended capabilities of config space for ACS (id 0x0d) and
-// returns its control register.
-func acsControl(cfg []byte) (uint16, bool) {
-	off := 0x100
-	for range 64 {
-		if off < 0x100 || off+8 > len(cfg) {
-			return 0, false
-		}
-		hdr := binary.LittleEndian.Uint32(cfg[off:])
-		if hdr == 0 || hdr == 0xffffffff {
-			return 0, false
-		}
-		if hdr&0xffff == 0x0d {
-			return binary.LittleEndian.Uint16(cfg[off+6:]), true
-		}
-		off = int(hdr>>20) &^ 3
-		if off == 0 {
-			return 0, false
-		}
-	}
-	return 0, false
 }
 
 // checkVMFlat finds a VM whose GPUs show the guest nothing of the host's topology: no NUMA

@@ -95,6 +95,10 @@ type Device struct {
 	// Speed) and 256 on conventional PCI; 256 for a PCIe device too where the host
 	// bridge has no extended config space (i440fx).
 	ConfigSize int
+	// Caps is the standard capability list from offset 0x40 on (the PCI Express
+	// capability): given, the capabilities bit of the status register and the list's
+	// pointer at 0x34 are set.
+	Caps []byte
 	// ExtConfig is extended config space from offset 0x100 on (capabilities such as ACS),
 	// as root reads it.
 	ExtConfig []byte
@@ -561,6 +565,11 @@ func config(d Device, bus uint8, multifunction bool) []byte {
 	}
 	if len(c) > 0x100 {
 		copy(c[0x100:], d.ExtConfig)
+	}
+	if len(d.Caps) > 0 {
+		copy(c[0x40:], d.Caps)
+		c[0x06] |= 0x10
+		c[0x34] = 0x40
 	}
 	if d.Class>>8 == 0x0604 {
 		c[0x0e] |= 0x01 // header type 1: bridge

@@ -96,6 +96,40 @@ func kpro6() fakehost.Machine {
 	return m
 }
 
+// pcieCap is a PCI Express capability (id 0x10, at 0x40, the last of the list) of an
+// endpoint as the kernel leaves it: DevCap supporting a payload of 128<<mps bytes, DevCtl
+// with a payload of 256 bytes, a read request of 128<<mrrs, relaxed ordering, extended
+// tags and no snoop enabled, 10-bit tags supported and enabled (DevCap2, DevCtl2), and the
+// link's ASPM off (LnkCtl).
+func pcieCap(mps uint32, mrrs uint16) []byte {
+	c := make([]byte, 0x3c)
+	le16 := func(off int, v uint16) { c[off], c[off+1] = byte(v), byte(v>>8) }
+	le32 := func(off int, v uint32) { le16(off, uint16(v)); le16(off+2, uint16(v>>16)) }
+	c[0], c[1] = 0x10, 0x00
+	le16(0x02, 0x0002)                             // version 2, a PCI Express endpoint
+	le32(0x04, mps|0x8000)                         // DevCap: payload, role-based error reporting
+	le16(0x08, 1<<5|mrrs<<12|0x0010|0x0100|0x0800) // DevCtl
+	le32(0x0c, 0x0040d905)                         // LnkCap: 32 GT/s, x16, L1 supported
+	le16(0x10, 0x0040)                             // LnkCtl: common clock, ASPM off
+	le16(0x12, 0x1105)                             // LnkSta: 32 GT/s x16
+	le32(0x24, 0x00030000)                         // DevCap2: 10-bit tag completer and requester
+	le16(0x28, 0x1000)                             // DevCtl2: 10-bit tag requester enabled
+	return c
+}
+
+// rebar is a Resizable BAR capability (id 0x15 at 0x100) for one BAR, programmed to
+// 2^(size+20) bytes, supporting the sizes of the bits of sizes (bit n: 2^(n+16) bytes).
+func rebar(bar, size int, sizes uint32) []byte {
+	c := make([]byte, 12)
+	le32 := func(off int, v uint32) {
+		c[off], c[off+1], c[off+2], c[off+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+	le32(0, 0x00010015)
+	le32(4, sizes)
+	le32(8, uint32(size)<<8|1<<5|uint32(bar))
+	return c
+}
+
 // gpu is the GPU and its audio function in the slot below root port i.
 func gpu(i int, bus uint8) []fakehost.Device {
 	base32 := uint64(0xf0000000) - uint64(i)*0x08000000
@@ -106,6 +140,7 @@ func gpu(i int, bus uint8) []fakehost.Device {
 			Slot: 0, Func: 0, Vendor: nvidia, Device: rtxPro6000, SubVendor: nvidia, SubDevice: rtxSub,
 			Class: 0x030000, Rev: 0xa1, Driver: "nvidia", Group: grp, Speed: gen5, Width: 16,
 			Model: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+			Caps:  pcieCap(0x1, 0x2), ExtConfig: rebar(1, 17, 0x003ffc00),
 			BARs: []fakehost.BAR{
 				{Index: 0, Start: base32, Size: 64 << 20, Flags: fakehost.Mem32},
 				{Index: 1, Start: base64, Size: 128 << 30, Flags: fakehost.Mem64Pref},
@@ -285,7 +320,15 @@ sockets: 2
 vmgenid: 3c9d2e71-8a4f-4b6e-b1d0-7f2a5c9e8d14
 `
 	return map[string]string{
-		"proc/cmdline":                             "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=/dev/mapper/pve-root ro quiet amd_iommu=on iommu=pt\n",
+		"proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=/dev/mapper/pve-root ro quiet amd_iommu=on iommu=pt\n",
+		// The firmware's tables, as an ASUS ESC8000A-E13 reports them.
+		"sys/class/dmi/id/sys_vendor":              "ASUSTeK COMPUTER INC.\n",
+		"sys/class/dmi/id/product_name":            "ESC8000A-E13\n",
+		"sys/class/dmi/id/board_vendor":            "ASUSTeK COMPUTER INC.\n",
+		"sys/class/dmi/id/bios_vendor":             "American Megatrends Inc.\n",
+		"sys/class/dmi/id/bios_version":            "0402\n",
+		"sys/class/dmi/id/bios_date":               "06/12/2025\n",
+		"sys/module/pcie_aspm/parameters/policy":   "[default] performance powersave powersupersave \n",
 		"proc/sys/kernel/hostname":                 "kpro6\n",
 		"proc/version":                             "Linux version 6.17.2-1-pve (build@proxmox) (gcc (Debian 14.2.0-19) 14.2.0, GNU ld (GNU Binutils for Debian) 2.44) #1 SMP PREEMPT_DYNAMIC PMX 6.17.2-1 (2025-10-21T11:55Z) x86_64\n",
 		"proc/devices":                             procDevices,

@@ -222,7 +222,13 @@ func (c *capture) system() {
 	})
 	c.file("/sys/devices/system/cpu/online")
 	c.file("/sys/devices/system/cpu/possible")
-	for _, m := range []string{"nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "vfio", "vfio_pci", "vfio_pci_core", "vfio_iommu_type1", "kvm", "kvm_amd", "kvm_intel"} {
+	// The firmware's names for the doctor's firmware report; the serial numbers and
+	// UUIDs beside them stay out.
+	for _, f := range []string{"sys_vendor", "product_name", "board_vendor", "board_name", "bios_vendor", "bios_version", "bios_date"} {
+		c.file("/sys/class/dmi/id/" + f)
+	}
+	c.each("/sys/class/iommu", func(p string) { c.link(p) })
+	for _, m := range []string{"nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "vfio", "vfio_pci", "vfio_pci_core", "vfio_iommu_type1", "kvm", "kvm_amd", "kvm_intel", "pcie_aspm"} {
 		dir := "/sys/module/" + m
 		c.file(dir + "/version")
 		c.each(dir+"/parameters", func(p string) { c.file(p) })
