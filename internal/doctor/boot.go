@@ -61,21 +61,8 @@ func checkCmdlineApplied(e *Env) []Finding {
 		return nil
 	}
 	loader := bootcfg.Loader(running)
-	var want, source, tool string
-	switch loader {
-	case "systemd-boot":
-		kc, ok, err := bootcfg.KernelCmdline(e.H)
-		if err != nil || !ok {
-			return nil
-		}
-		want, source, tool = kc, "/etc/kernel/cmdline", "proxmox-boot-tool refresh"
-	case "grub":
-		g, err := bootcfg.ReadGrub(e.H)
-		if err != nil || g == nil || !g.Present {
-			return nil
-		}
-		want, source, tool = g.Cmdline(), "/etc/default/grub (and /etc/default/grub.d)", "update-grub"
-	default:
+	want, source, tool, ok := configuredCmdline(e, loader)
+	if !ok {
 		return nil
 	}
 	missing := bootcfg.Missing(want, running)
@@ -92,4 +79,24 @@ func checkCmdlineApplied(e *Env) []Finding {
 		Evidence: []string{source + ": " + strings.TrimSpace(want), "/proc/cmdline: " + running},
 		Remedy:   remedy,
 	}}
+}
+
+// configuredCmdline returns the command line the boot configuration of loader asks for,
+// the file that holds it and the tool that applies it.
+func configuredCmdline(e *Env, loader string) (want, source, tool string, ok bool) {
+	switch loader {
+	case "systemd-boot":
+		kc, ok, err := bootcfg.KernelCmdline(e.H)
+		if err != nil || !ok {
+			return "", "", "", false
+		}
+		return kc, "/etc/kernel/cmdline", "proxmox-boot-tool refresh", true
+	case "grub":
+		g, err := bootcfg.ReadGrub(e.H)
+		if err != nil || g == nil || !g.Present {
+			return "", "", "", false
+		}
+		return g.Cmdline(), "/etc/default/grub (and /etc/default/grub.d)", "update-grub", true
+	}
+	return "", "", "", false
 }

@@ -211,6 +211,7 @@ func TestChecksFire(t *testing.T) {
 		{id: "vfio-group-not-viable", sev: Error, log: readFixture(t, "vga-passthrough-15.log"), want: "group 1 is not viable"},
 		{id: "vfio-group-not-viable", sev: Error, log: "qemu-system-x86_64: -device vfio-pci,host=0000:81:00.0,id=hostpci0: vfio 0000:81:00.0: group 72 is not viable\n", want: "IOMMU group 72: 0000:81:00.1"},
 		{id: "boot-cmdline", sev: Info, log: readFixture(t, "kata-containers-10622.log"), want: "in the log's boot only: root=/dev/mapper/ubuntu--vg-ubuntu--lv splash intel_iommu=on"},
+		{id: "boot-cmdline", sev: Info, log: readFixture(t, "kata-containers-10622.log"), want: "/etc/default/grub (and /etc/default/grub.d) asks for amd_iommu=on, which the log's boot lacked"},
 		{id: "boot-cmdline", sev: Warning, log: readFixture(t, "amdsev-271.log"), want: "did not know parameters it was given: mem_encrypt=on"},
 		// The PCI core's line, as pci.c prints it, for a GPU of the sample host.
 		{id: "gpu-init-failed", sev: Error, log: "[ 5.000000] nvidia 0000:81:00.0: Unable to change power state from D3cold to D0, device inaccessible\n", want: "disable_idle_d3=1"},
@@ -480,6 +481,9 @@ func TestRealLogExcerpts(t *testing.T) {
 		want string
 	}{
 		{"cuda-samples-48.log", q35, "iommu-page-faults", Error, "nvidia 0000:07:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]"},
+		// Kernels before 5.5 printed an event over two lines; 0000:05:00.0 is a GPU of
+		// the q35 fixture.
+		{"apu2-documentation-240.log", q35, "iommu-page-faults", Error, "AMD-Vi: Event logged [IO_PAGE_FAULT device=05:00.0 domain=0x0012 address=0x00000000ff6101b0 flags=0x0070]"},
 		{"lxd-14381.log", q35, "bar-unassigned", Error, "NVRM: BAR0 is 0M @ 0x0 (PCI:0000:07:00.0)"},
 		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "bar-unassigned", Error, "pci 0000:01:00.0: BAR 1 [mem size 0x10000000 64bit pref]: can't assign; no space"},
 		{"heymeco-rockchip-pcie-devices-2.log", demoHost, "link-degraded", Warning, "limited by 8.0 GT/s PCIe x4 link"},
@@ -780,5 +784,15 @@ func TestFirmwareRebarOff(t *testing.T) {
 	r = run(t, h, "")
 	if !strings.Contains(r.Partial["firmware"], "only root can read") {
 		t.Errorf("partial %v", r.Partial)
+	}
+}
+
+// The faults the kernel did not print ("callbacks suppressed") are in the count.
+func TestSuppressedFaults(t *testing.T) {
+	log := readFixture(t, "cuda-samples-48.log") + "\n[   10.919601] amd_iommu_report_page_fault: 96 callbacks suppressed\n"
+	r := run(t, machine(t, fakehost.Q35Guest8()), log)
+	f := find(r, "iommu-page-faults", Error)
+	if f == nil || !strings.Contains(strings.Join(f.Evidence, "\n"), "96 of them not printed") {
+		t.Errorf("the suppressed faults are not counted: %+v", f)
 	}
 }

@@ -235,6 +235,12 @@ func checkBootCmdline(e *Env) []Finding {
 		if len(added) > 0 {
 			evidence = append(evidence, "running now only: "+strings.Join(added, " "))
 		}
+		// What the boot files ask for now, which the log's boot lacked: set since.
+		if want, source, _, ok := configuredCmdline(e, bootcfg.Loader(running)); ok {
+			if m := bootcfg.Missing(want, e.Log.Cmdline); len(m) > 0 {
+				evidence = append(evidence, fmt.Sprintf("%s asks for %s, which the log's boot lacked", source, strings.Join(m, " ")))
+			}
+		}
 		out = append(out, Finding{
 			Severity: Info,
 			Title:    "the log is of a boot with another command line than the running one",
