@@ -796,3 +796,50 @@ func TestSuppressedFaults(t *testing.T) {
 		t.Errorf("the suppressed faults are not counted: %+v", f)
 	}
 }
+
+// Every real log of internal/kmsg/testdata, read on the sample host: each log check
+// fires on the logs that show what it looks for and stays silent on every other.
+func TestRealLogsMatrix(t *testing.T) {
+	fires := map[string][]string{
+		"gpu-lost": {"akash-network-support-244.log", "gpu-burn-1.log", "gpu-operator-1146.log", "nvidia-forum-364958.log", "nvidia-forum-371272.log",
+			"nvsentinel-155.log", "open-gpu-kernel-modules-1200.log", "open-gpu-kernel-modules-446.log", "pop-3363.log", "returnn-1500.log"},
+		"gpu-init-failed": {"bumblebee-111.log", "bumblebee-134.log", "gpu-operator-1146.log", "gpu-operator-649.log", "gpu-passthrough-tutorial-39.log",
+			"kata-containers-11708.log", "nvidia-exec-45.log", "nvsentinel-155.log", "open-gpu-kernel-modules-789.log", "proxmox-forum-179366.log"},
+		"aer-errors":            {"gpu-burn-1.log", "pop-3363-aer.log", "returnn-1500.log"},
+		"vfio-reset":            {"single-gpu-passthrough-103.log", "ultimate-macos-kvm-145.log"},
+		"vfio-bar-reserve":      {"talos-14356.log"},
+		"vfio-group-not-viable": {"vga-passthrough-15.log"},
+		"boot-cmdline": {"amdsev-181.log", "amdsev-253.log", "amdsev-271.log", "i915-sriov-dkms-106.log", "i915ovmfpkg-22.log",
+			"intel-gpu-i915-backports-165.log", "kata-containers-10622.log"},
+	}
+	var ids []string
+	for id := range fires {
+		ids = append(ids, id)
+	}
+	logs, err := filepath.Glob(filepath.Join("..", "kmsg", "testdata", "*.log"))
+	if err != nil || len(logs) < 60 {
+		t.Fatalf("%d logs, %v", len(logs), err)
+	}
+	h, _ := samplehost.Open()
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logs {
+		name := filepath.Base(l)
+		e, err := NewEnv(h, inv, strings.NewReader(readFixture(t, name)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(e, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			got := slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.ID == id })
+			if want := slices.Contains(fires[id], name); got != want {
+				t.Errorf("%s: %s fired %v, want %v", name, id, got, want)
+			}
+		}
+	}
+}

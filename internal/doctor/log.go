@@ -213,7 +213,13 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		if v, ok := kmsg.ParseVFIOError(m); ok {
 			f.VFIO = keep(f.VFIO, VFIOLine{Err: &v, Line: m})
 		} else if v, ok := kmsg.ParseNotReady(m); ok && v.GaveUp {
-			f.VFIO = keep(f.VFIO, VFIOLine{NotReady: &v, Line: m})
+			if strings.Contains(v.After, "FLR") || v.After == "bus reset" {
+				f.VFIO = keep(f.VFIO, VFIOLine{NotReady: &v, Line: m})
+			} else {
+				// After resume or a power transition: a GPU that did not come back
+				// from a power state, not from a reset.
+				f.InitFailures = keep(f.InitFailures, InitFailure{Device: v.Device, Power: v.After, Line: m})
+			}
 		}
 		if b, ok := kmsg.ParseBootLine(m); ok {
 			// The kernel's own line, or x86's earlier one until it comes.

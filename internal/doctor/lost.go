@@ -370,7 +370,7 @@ func checkGPUInit(e *Env) []Finding {
 	}
 	var r []string
 	if stuck {
-		r = append(r, "A device that cannot leave D3cold lost its power or its link while idle: keep the GPU out of runtime D3 "+
+		r = append(r, "A device that cannot leave D3cold, or does not answer after resume, lost its power or its link while idle: keep the GPU out of runtime D3 "+
 			"(vfio-pci's disable_idle_d3=1 for GPUs given to VMs; NVreg_DynamicPowerManagement=0x00 for the nvidia driver), "+
 			"and power the host off and on to bring it back.")
 	}

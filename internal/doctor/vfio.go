@@ -48,14 +48,15 @@ func (e *Env) groupOnBus(g int, d *pci.Device) bool {
 	return false
 }
 
-// checkVFIOReset finds devices that did not come back from a reset, or that QEMU could
-// not reset because it does not own every device the reset reaches.
+// checkVFIOReset finds devices that did not come back from a reset (FLR, a bus reset), or
+// that QEMU could not reset because it does not own every device the reset reaches. A
+// device that did not come back after resume is gpu-init-failed's: a power state.
 func checkVFIOReset(e *Env) []Finding {
 	if e.Log == nil {
 		return nil
 	}
 	var evidence []string
-	notOwned, gaveUp, resume := false, false, false
+	notOwned, gaveUp := false, false
 	seen := map[string]bool{}
 	for _, v := range e.Log.VFIO {
 		var device string
@@ -64,7 +65,6 @@ func checkVFIOReset(e *Env) []Finding {
 			notOwned, device = true, v.Err.Device
 		case v.NotReady != nil:
 			gaveUp, device = true, v.NotReady.Device
-			resume = resume || v.NotReady.After == "resume"
 		default:
 			continue
 		}
@@ -100,10 +100,6 @@ func checkVFIOReset(e *Env) []Finding {
 			"host is powered off and on. reset_method lists what the kernel tries, in order; writing one of them (`echo bus > "+
 			".../reset_method`) makes it use that one, and a kernel with the device's reset quirk may be needed. Do not pass a "+
 			"GPU's audio function to a VM without its GPU.")
-	}
-	if resume {
-		r = append(r, "After resume: the device went to D3cold while idle and did not come back; keep it out of it with vfio-pci's "+
-			"disable_idle_d3=1 (and NVreg_DynamicPowerManagement=0x00 for nvidia).")
 	}
 	return []Finding{{
 		Severity: Error,
