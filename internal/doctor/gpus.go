@@ -14,8 +14,9 @@ import (
 // machine the log is from.
 var gpuDrivers = map[string]bool{"nvidia": true, "nouveau": true, "amdgpu": true, "radeon": true, "i915": true, "xe": true}
 
-// sharedDrivers bind GPUs and other devices alike: their lines say nothing either way.
-var sharedDrivers = map[string]bool{"": true, "vfio-pci": true, "pci-stub": true, "snd_hda_intel": true}
+// sharedDrivers bind GPUs and other devices alike, and "pci" is the PCI core's name for a
+// device no driver has bound: their lines say nothing either way.
+var sharedDrivers = map[string]bool{"": true, "pci": true, "vfio-pci": true, "pci-stub": true, "snd_hda_intel": true}
 
 // logFromHost reports whether the log's enumeration agrees with the host's inventory:
 // more of the functions it lists are at the host's addresses with the host's ids than
