@@ -39,9 +39,11 @@ type Machine struct {
 	IOMMUType string
 	Bridges   []HostBridge
 	Processes []Process
-	// Files and Links add anything else: "/proc/cmdline", "/etc/pve/…".
+	// Files, Links and Dirs add anything else: "/proc/cmdline", "/etc/pve/…", and
+	// directories that may be empty ("/sys/class/iommu").
 	Files map[string]string
 	Links map[string]string
+	Dirs  []string
 	// Drivers are PCI drivers that are registered whether or not they drive a device.
 	Drivers []string
 	// DriverModules names the module behind a driver, the target of its
@@ -270,6 +272,9 @@ func (b *builder) build() error {
 	}
 	for p, target := range b.m.Links {
 		b.t.links[strings.TrimPrefix(p, "/")] = target
+	}
+	for _, d := range b.m.Dirs {
+		b.t.dir(d)
 	}
 	return nil
 }

@@ -405,6 +405,12 @@ func (t Topology) machine() (fakehost.Machine, error) {
 		Drivers:       guestDrivers,
 		DriverModules: guestBuiltins,
 		Files:         t.guestFiles(),
+		// The IOMMU class is there whatever the machine; the emulated Intel IOMMU
+		// registers its unit in it.
+		Dirs: []string{"/sys/class/iommu"},
+	}
+	if t.IOMMU {
+		m.Links = map[string]string{"/sys/class/iommu/dmar0": "../../devices/virtual/iommu/dmar0"}
 	}
 	for n := range max(t.NUMA, 1) {
 		m.Nodes = append(m.Nodes, fakehost.Node{ID: n, CPUs: strconv.Itoa(n)})
@@ -694,12 +700,23 @@ func (t Topology) guestFiles() map[string]string {
 	if t.IOMMU {
 		kmsg += "6,2,0,-;DMAR: IOMMU enabled\n"
 	}
+	product := "Standard PC (Q35 + ICH9, 2009)\n"
+	if t.MachineType == "pc" {
+		product = "Standard PC (i440FX + PIIX, 1996)\n"
+	}
 	return map[string]string{
-		"/proc/cmdline":                        t.cmdline() + "\n",
-		"/proc/sys/kernel/hostname":            "(none)\n",
-		"/etc/modules":                         etcModules.String(),
-		"/sys/module/vfio/version":             "0.3\n",
-		"/sys/module/vfio_iommu_type1/version": "0.2\n",
+		// QEMU's SMBIOS tables under SeaBIOS, which dates every build 04/01/2014.
+		"/sys/class/dmi/id/sys_vendor":                                    "QEMU\n",
+		"/sys/class/dmi/id/product_name":                                  product,
+		"/sys/class/dmi/id/bios_vendor":                                   "SeaBIOS\n",
+		"/sys/class/dmi/id/bios_date":                                     "04/01/2014\n",
+		"/sys/class/dmi/id/bios_version":                                  "1.16.2-debian-1.16.2-1\n",
+		"/sys/module/pcie_aspm/parameters/policy":                         "[default] performance powersave powersupersave \n",
+		"/proc/cmdline":                                                   t.cmdline() + "\n",
+		"/proc/sys/kernel/hostname":                                       "(none)\n",
+		"/etc/modules":                                                    etcModules.String(),
+		"/sys/module/vfio/version":                                        "0.3\n",
+		"/sys/module/vfio_iommu_type1/version":                            "0.2\n",
 		"/sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts": "N\n",
 		"/sys/module/vfio_iommu_type1/parameters/disable_hugepages":       "N\n",
 		"/sys/module/vfio_iommu_type1/parameters/dma_entry_limit":         "65535\n",

@@ -103,6 +103,8 @@ var notCompared = map[string]bool{
 	"proc/version": true, // the kernel build
 	"proc/modules": true, // load addresses
 	"proc/devices": true, // the kernel configuration's character and block devices
+	// The firmware's version: Debian's SeaBIOS package, not the topology.
+	"sys/class/dmi/id/bios_version": true,
 }
 
 // deviceNotCompared are device attributes not compared byte for byte, and how they are
