@@ -52,6 +52,15 @@ func checkFirmware(e *Env) []Finding {
 				"pin each workload and VM to its GPUs' node"
 		}
 		item(fmt.Sprintf("NUMA: %d nodes on %d sockets, %s", nodes, sockets, nps), why)
+		if split := splitSockets(e); len(split) > 0 {
+			warnings = append(warnings, Finding{
+				Severity: Warning,
+				Title:    fmt.Sprintf("%s puts GPUs of one socket on different NUMA nodes: they see each other as SYS, as across sockets", nps),
+				Evidence: capped(split, 8),
+				Remedy: "nvidia-smi, NCCL and a split by NUMA node take GPUs on different nodes as far apart, though they share a socket: " +
+					"set NPS1 in the firmware (NUMA nodes per socket) unless workloads are pinned per quarter of a socket, then reboot.",
+			})
+		}
 	}
 
 	// The IOMMU: its units, or at least its groups.
@@ -198,6 +207,68 @@ func cpuNodes(e *Env) int {
 		}
 	}
 	return n
+}
+
+// splitSockets returns, for each socket whose GPUs lie on more than one NUMA node, a line
+// naming them and their nodes.
+func splitSockets(e *Env) []string {
+	pkg := cpuPackages(e)
+	nodes := map[string]map[int][]string{} // socket → node → GPUs
+	var order []string
+	for _, g := range e.Inv.GPUs {
+		if g.NUMANode < 0 {
+			continue
+		}
+		first, err := e.H.ReadString(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", g.NUMANode))
+		if err != nil {
+			continue
+		}
+		cpu, _, _ := strings.Cut(strings.SplitN(first, ",", 2)[0], "-")
+		socket, ok := pkg[cpu]
+		if !ok {
+			continue
+		}
+		if nodes[socket] == nil {
+			nodes[socket] = map[int][]string{}
+			order = append(order, socket)
+		}
+		nodes[socket][g.NUMANode] = append(nodes[socket][g.NUMANode], g.Address.String())
+	}
+	var out []string
+	for _, socket := range order {
+		if len(nodes[socket]) < 2 {
+			continue
+		}
+		var parts []string
+		for _, n := range slices.Sorted(maps.Keys(nodes[socket])) {
+			parts = append(parts, fmt.Sprintf("node %d: %s", n, strings.Join(nodes[socket][n], " ")))
+		}
+		out = append(out, fmt.Sprintf("socket %s: %s", socket, strings.Join(parts, "; ")))
+	}
+	return out
+}
+
+// cpuPackages maps each CPU of /proc/cpuinfo ("processor") to its package ("physical id").
+func cpuPackages(e *Env) map[string]string {
+	b, err := e.H.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	cpu := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "processor":
+			cpu = strings.TrimSpace(v)
+		case "physical id":
+			out[cpu] = strings.TrimSpace(v)
+		}
+	}
+	return out
 }
 
 // socketCount counts the CPU packages in /proc/cpuinfo ("physical id").
