@@ -848,10 +848,10 @@ func TestRealLogsMatrix(t *testing.T) {
 // firmware report warns that GPUs of one socket are on different nodes.
 func TestFirmwareNPSSplitsGPUs(t *testing.T) {
 	h := sample(t, map[string]string{
-		"sys/devices/system/node/node0/cpulist": "0-31,128-159\n",
-		"sys/devices/system/node/node2/cpulist": "32-63,160-191\n",
-		"sys/devices/system/node/node1/cpulist": "64-95,192-223\n",
-		"sys/devices/system/node/node3/cpulist": "96-127,224-255\n",
+		"sys/devices/system/node/node0/cpulist":                      "0-31,128-159\n",
+		"sys/devices/system/node/node2/cpulist":                      "32-63,160-191\n",
+		"sys/devices/system/node/node1/cpulist":                      "64-95,192-223\n",
+		"sys/devices/system/node/node3/cpulist":                      "96-127,224-255\n",
 		"sys/devices/pci0000:10/0000:10:01.1/0000:11:00.0/numa_node": "2\n",
 	})
 	r := run(t, h, "")
