@@ -175,3 +175,31 @@ func capped(lines []string, n int) []string {
 	}
 	return append(lines[:n:n], fmt.Sprintf("(and %d more)", len(lines)-n))
 }
+
+// tally keeps lines of evidence once each, in the order first seen, with how often each
+// came: a log that repeats a line a thousand times shows it once, "(×1000)".
+type tally struct {
+	order []string
+	n     map[string]int
+}
+
+func (t *tally) add(line string) {
+	if t.n == nil {
+		t.n = map[string]int{}
+	}
+	if t.n[line] == 0 {
+		t.order = append(t.order, line)
+	}
+	t.n[line]++
+}
+
+func (t *tally) lines() []string {
+	out := make([]string, 0, len(t.order))
+	for _, l := range t.order {
+		if n := t.n[l]; n > 1 {
+			l = fmt.Sprintf("%s (×%d)", l, n)
+		}
+		out = append(out, l)
+	}
+	return out
+}

@@ -261,22 +261,7 @@ func TestChecksFire(t *testing.T) {
 		{id: "link-degraded", sev: Warning, host: func(t *testing.T) *host.Host {
 			return sample(t, map[string]string{"sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/current_link_width": "8\n"})
 		}, want: "x8 of x16"},
-		{id: "iommu-group-shared", sev: Warning, host: func(t *testing.T) *host.Host {
-			m := fakehost.OracleO4()
-			// A NIC on the root bus, in the first GPU's IOMMU group.
-			group := -1
-			for _, b := range m.Bridges {
-				for _, d := range b.Devices {
-					for _, c := range d.Children {
-						if c.Vendor == 0x10de && group < 0 {
-							group = c.Group
-						}
-					}
-				}
-			}
-			m.Bridges[0].Devices = append(m.Bridges[0].Devices, fakehost.Device{Slot: 0x1e, Vendor: 0x8086, Device: 0x1533, Class: 0x020000, Driver: "igb", Group: group})
-			return machine(t, m)
-		}, want: "also holds"},
+		{id: "iommu-group-shared", sev: Warning, host: o4WithNIC, want: "also holds"},
 		{id: "gpu-held", sev: Warning, host: func(t *testing.T) *host.Host {
 			return sample(t, map[string]string{"etc/gpusplit/split.toml": "[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n"})
 		}, want: "in container 129"},
@@ -558,12 +543,9 @@ func TestCutLog(t *testing.T) {
 	}
 }
 
-// Faults count when they are a GPU's: by its driver's name, by the host's inventory
-// (a GPU, its functions, a device of its IOMMU group) when the log is the host's, by the
-// log's own enumeration when it is another machine's. An NVMe drive's faults never do.
-func TestWhoseFaults(t *testing.T) {
-	const amd = "AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]"
-	// O4 with a NIC in the first GPU's IOMMU group, at 0000:00:1e.0.
+// o4WithNIC is O4 with a NIC on the root bus, at 0000:00:1e.0, in the first GPU's IOMMU
+// group.
+func o4WithNIC(t *testing.T) *host.Host {
 	m := fakehost.OracleO4()
 	group := -1
 	for _, b := range m.Bridges {
@@ -576,7 +558,15 @@ func TestWhoseFaults(t *testing.T) {
 		}
 	}
 	m.Bridges[0].Devices = append(m.Bridges[0].Devices, fakehost.Device{Slot: 0x1e, Vendor: 0x8086, Device: 0x1533, Class: 0x020000, Driver: "igb", Group: group})
-	o4 := machine(t, m)
+	return machine(t, m)
+}
+
+// Faults count when they are a GPU's: by its driver's name, by the host's inventory
+// (a GPU, its functions, a device of its IOMMU group) when the log is the host's, by the
+// log's own enumeration when it is another machine's. An NVMe drive's faults never do.
+func TestWhoseFaults(t *testing.T) {
+	const amd = "AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]"
+	o4 := o4WithNIC(t)
 	sampleHost, _ := samplehost.Open()
 	// Another machine's boot: an NVMe drive at 0000:01:00.0 (a GPU on the sample
 	// host), and a GPU at 0000:05:00.0 (nothing there on the sample host).

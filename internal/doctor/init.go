@@ -27,8 +27,8 @@ func checkGPUInit(e *Env) []Finding {
 	if e.Log == nil || len(e.Log.InitFailures) == 0 {
 		return nil
 	}
-	var evidence, devices []string
-	seen := map[string]int{}
+	var evidence tally
+	var devices []string
 	stuck, firmware := false, false
 	for _, x := range e.Log.InitFailures {
 		if x.Device != "" && x.RM == nil && !e.logGPU(x.Device, "", true) {
@@ -50,26 +50,18 @@ func checkGPUInit(e *Env) []Finding {
 		case x.Power != "":
 			stuck = true
 		}
-		if seen[line]++; seen[line] > 1 {
-			continue
-		}
-		evidence = append(evidence, line)
+		evidence.add(line)
 		if x.Device != "" && !slices.Contains(devices, gpuKey(x.Device)) {
 			devices = append(devices, gpuKey(x.Device))
 		}
 	}
-	if len(evidence) == 0 {
+	if len(evidence.order) == 0 {
 		return nil
 	}
 	if len(devices) == 0 && (len(e.Log.BARFailures) > 0 || len(e.Log.NVRMBars) > 0) {
 		// Only the driver's summary, after BARs it was not given: bar-unassigned
 		// says why.
 		return nil
-	}
-	for i, l := range evidence {
-		if n := seen[l]; n > 1 {
-			evidence[i] = fmt.Sprintf("%s (×%d)", l, n)
-		}
 	}
 	title := "NVIDIA's driver could not bring up GPUs"
 	if len(devices) > 0 {
@@ -92,7 +84,7 @@ func checkGPUInit(e *Env) []Finding {
 	return []Finding{{
 		Severity: Error,
 		Title:    title,
-		Evidence: capped(evidence, 12),
+		Evidence: capped(evidence.lines(), 12),
 		Remedy:   strings.Join(r, " "),
 	}}
 }

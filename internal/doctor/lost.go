@@ -39,8 +39,7 @@ var recoveryRe = regexp.MustCompile(`GPU recovery action changed from 0x[0-9a-fA
 
 // gpuFailure is what the log says went wrong with one GPU.
 type gpuFailure struct {
-	lines   []string
-	count   map[string]int
+	lines   tally
 	worst   Severity
 	classes map[string]bool
 	xids    []int
@@ -48,10 +47,8 @@ type gpuFailure struct {
 }
 
 func (g *gpuFailure) add(line string, sev Severity, class string) {
-	if g.count[line] == 0 {
-		g.lines = append(g.lines, line)
-	}
-	g.count[line]++
+	// A record of several lines (the probe's "fallen off the bus") reads as one.
+	g.lines.add("kernel: " + strings.ReplaceAll(line, "\n", " "))
 	g.worst = max(g.worst, sev)
 	g.classes[class] = true
 }
@@ -105,7 +102,7 @@ func checkGPULost(e *Env) []Finding {
 	gpu := func(d string) *gpuFailure {
 		k := gpuKey(d)
 		if byGPU[k] == nil {
-			byGPU[k] = &gpuFailure{count: map[string]int{}, classes: map[string]bool{}, worst: Info}
+			byGPU[k] = &gpuFailure{classes: map[string]bool{}, worst: Info}
 			order = append(order, k)
 		}
 		return byGPU[k]
@@ -174,16 +171,9 @@ func checkGPULost(e *Env) []Finding {
 	var out []Finding
 	for _, k := range order {
 		g := byGPU[k]
-		if len(g.lines) == 0 {
+		evidence := g.lines.lines()
+		if len(evidence) == 0 {
 			continue
-		}
-		evidence := make([]string, 0, len(g.lines))
-		for _, l := range g.lines {
-			if n := g.count[l]; n > 1 {
-				l = fmt.Sprintf("%s (×%d)", l, n)
-			}
-			// A record of several lines (the probe's "fallen off the bus") reads as one.
-			evidence = append(evidence, "kernel: "+strings.ReplaceAll(l, "\n", " "))
 		}
 		out = append(out, Finding{
 			Severity: g.worst,

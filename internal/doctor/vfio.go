@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpusplit/gpusplit/internal/bootcfg"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
 
@@ -96,7 +95,7 @@ func checkVFIOReset(e *Env) []Finding {
 			"(gpusplit apply moves whole groups).")
 	}
 	if gaveUp {
-		r = append(r, "The device did not answer after the reset or power transition the line names, so it is unusable until the "+
+		r = append(r, "The device did not answer after the reset the line names, so it is unusable until the "+
 			"host is powered off and on. reset_method lists what the kernel tries, in order; writing one of them (`echo bus > "+
 			".../reset_method`) makes it use that one, and a kernel with the device's reset quirk may be needed. Do not pass a "+
 			"GPU's audio function to a VM without its GPU.")
@@ -211,72 +210,4 @@ func checkVFIONotViable(e *Env) []Finding {
 			"Bind the others too (gpusplit apply moves whole groups, and plans refuse a group shared with a device you did not name); " +
 			"a group that also holds a device the host needs is the iommu-group-shared finding, whose remedy is the slot or ACS.",
 	}}
-}
-
-// checkBootCmdline compares the command line of the boot the log records with the
-// running one, and lists what that kernel did not know.
-func checkBootCmdline(e *Env) []Finding {
-	if e.Log == nil || (e.Log.Cmdline == "" && len(e.Log.Unknown) == 0) {
-		return nil
-	}
-	var out []Finding
-	running, _ := e.H.ReadString("/proc/cmdline")
-	if e.Log.Cmdline != "" && running != "" && e.Log.Cmdline != running {
-		missing := diffParams(e.Log.Cmdline, running)
-		added := diffParams(running, e.Log.Cmdline)
-		evidence := []string{"kernel: " + e.Log.CmdlineLine, "/proc/cmdline: " + running}
-		if len(missing) > 0 {
-			evidence = append(evidence, "in the log's boot only: "+strings.Join(missing, " "))
-		}
-		if len(added) > 0 {
-			evidence = append(evidence, "running now only: "+strings.Join(added, " "))
-		}
-		// What the boot files ask for now, which the log's boot lacked: set since.
-		if want, source, _, ok := configuredCmdline(e, bootcfg.Loader(running)); ok {
-			if m := bootcfg.Missing(want, e.Log.Cmdline); len(m) > 0 {
-				evidence = append(evidence, fmt.Sprintf("%s asks for %s, which the log's boot lacked", source, strings.Join(m, " ")))
-			}
-		}
-		out = append(out, Finding{
-			Severity: Info,
-			Title:    "the log is of a boot with another command line than the running one",
-			Evidence: evidence,
-			Remedy: "What the log shows happened with the log's command line: a finding that a parameter would fix may already be " +
-				"fixed in the running boot, and one the running boot has may be new. Read the log of this boot (journalctl -k -b) to be sure.",
-		})
-	}
-	var unknown []string
-	for _, u := range e.Log.Unknown {
-		if !strings.HasPrefix(u, "BOOT_IMAGE=") && !slices.Contains(unknown, u) {
-			unknown = append(unknown, u)
-		}
-	}
-	if len(unknown) > 0 {
-		var evidence []string
-		for _, l := range e.Log.UnknownLines {
-			evidence = append(evidence, "kernel: "+l)
-		}
-		out = append(out, Finding{
-			Severity: Warning,
-			Title:    "the kernel did not know parameters it was given: " + strings.Join(unknown, " "),
-			Evidence: capped(evidence, 6),
-			Remedy: "The kernel passes words it does not know to user space, where nothing reads them: they have no effect. Check the " +
-				"spelling and whether this kernel has the option: pcie_acs_override= exists only in patched kernels (Proxmox's has it), " +
-				"amd_iommu=on is not a value of amd_iommu (iommu-param-invalid), and a module's parameter is written module.param=value.",
-		})
-	}
-	return out
-}
-
-// diffParams returns the parameters of a that b lacks, BOOT_IMAGE= aside (it names the
-// kernel file, which every upgrade changes).
-func diffParams(a, b string) []string {
-	have := bootcfg.Tokens(b)
-	var out []string
-	for _, p := range bootcfg.Tokens(a) {
-		if !strings.HasPrefix(p, "BOOT_IMAGE=") && !slices.Contains(have, p) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
