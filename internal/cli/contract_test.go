@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/host"
-	"github.com/gpusplit/gpusplit/internal/p2p/p2ptest"
 	"github.com/gpusplit/gpusplit/internal/persist"
+	"github.com/gpusplit/gpusplit/internal/testutils/p2ptest"
 )
 
 // The command-line contract (contract.go; docs/json.md), checked on every command of

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/nccl"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 func TestNCCLTopoDemo(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/p2p"
-	"github.com/gpusplit/gpusplit/internal/p2p/p2ptest"
+	"github.com/gpusplit/gpusplit/internal/testutils/p2ptest"
 )
 
 // withDriver makes p2p use a fake driver for the rest of the test.

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // simKernel stands in for the kernel of a fixture tree: it reads the devices and their

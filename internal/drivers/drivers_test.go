@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 const release = "6.8.12-4-pve"

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // extras adds to a fakehost machine the files and links the kernel makes for block

@@ -18,12 +18,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pciids"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // Every device that moves with a GPU is checked, not the GPU alone: an AMD GPU (amdgpu,

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 func writeHost(t *testing.T, m fakehost.Machine) (*host.Host, string) {

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pciids"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 

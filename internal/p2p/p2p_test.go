@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/p2p"
-	"github.com/gpusplit/gpusplit/internal/p2p/p2ptest"
+	"github.com/gpusplit/gpusplit/internal/testutils/p2ptest"
 )
 
 // small keeps the runs quick: the fake copies real bytes.

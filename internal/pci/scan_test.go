@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pciids"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 const (

@@ -3,8 +3,8 @@ package plan
 import (
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // Each move carries the holders of its own device, whatever its role: a NIC that is up

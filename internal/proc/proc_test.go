@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 func TestGuest(t *testing.T) {

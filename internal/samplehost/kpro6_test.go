@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // The sample host kpro6: a Proxmox VE 9 cluster node with two AMD EPYC 9005 (Turin)

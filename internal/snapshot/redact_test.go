@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // secretRoot is a Proxmox node with a secret planted in every place a snapshot could

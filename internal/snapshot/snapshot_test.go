@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // members lists an archive: path → contents, or "-> target" for a link, "/" for a directory.

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/cpuset"
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 

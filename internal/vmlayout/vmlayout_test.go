@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/nccl"
@@ -16,6 +15,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 var now = time.Unix(1764500000, 0)

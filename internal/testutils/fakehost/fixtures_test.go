@@ -18,12 +18,12 @@ import (
 var update = flag.Bool("update", false, "rewrite the fixture archives under testdata/hosts from their descriptions")
 
 // hostsDir is testdata/hosts at the repository root.
-const hostsDir = "../../testdata/hosts"
+const hostsDir = "../../../testdata/hosts"
 
 // The committed archives must be what the descriptions in fixtures.go build, so that the
 // descriptions stay their readable source. Regenerate with:
 //
-//	go test ./internal/fakehost -run TestFixtureArchives -update
+//	go test ./internal/testutils/fakehost -run TestFixtureArchives -update
 func TestFixtureArchives(t *testing.T) {
 	for _, f := range Fixtures() {
 		t.Run(f.Name, func(t *testing.T) {
@@ -47,11 +47,11 @@ func TestFixtureArchives(t *testing.T) {
 			}
 			got, err := os.ReadFile(file)
 			if err != nil {
-				t.Fatalf("%v; run: go test ./internal/fakehost -run TestFixtureArchives -update", err)
+				t.Fatalf("%v; run: go test ./internal/testutils/fakehost -run TestFixtureArchives -update", err)
 			}
 			// Compare the tar streams: gzip's bytes may differ between Go releases.
 			if !bytes.Equal(untar(t, want), untar(t, got)) {
-				t.Fatalf("%s is out of date with its description; run: go test ./internal/fakehost -run TestFixtureArchives -update", file)
+				t.Fatalf("%s is out of date with its description; run: go test ./internal/testutils/fakehost -run TestFixtureArchives -update", file)
 			}
 		})
 	}

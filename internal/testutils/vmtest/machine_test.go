@@ -29,7 +29,7 @@ import (
 func TestMachineReproducesSnapshots(t *testing.T) {
 	for _, topo := range Topologies() {
 		t.Run(topo.Name, func(t *testing.T) {
-			want, err := os.ReadFile(filepath.Join("..", "..", "testdata", "vm", topo.Name+".tar.gz"))
+			want, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "vm", topo.Name+".tar.gz"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +248,7 @@ func configIdentity(b []byte) string {
 // The comparison can fail: a change to any compared part of a file shows, and the
 // excluded parts are excluded only as documented.
 func TestSnapshotComparisonCatchesDifferences(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join("..", "..", "testdata", "vm", "flat-vm.tar.gz"))
+	want, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "vm", "flat-vm.tar.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func TestCapturedTopologies(t *testing.T) {
 	for _, topo := range Topologies() {
 		t.Run(topo.Name, func(t *testing.T) {
-			dir := filepath.Join("..", "..", "testdata", "vm")
+			dir := filepath.Join("..", "..", "..", "testdata", "vm")
 			archive := filepath.Join(dir, topo.Name+".tar.gz")
 			macs, err := os.ReadFile(filepath.Join(dir, topo.Name+".macs"))
 			if err != nil {

@@ -3,7 +3,7 @@
 // under their host bridge and bridges, the /sys/bus/pci/devices, driver, IOMMU group and
 // pci_bus links with the relative targets the kernel uses, and the attribute files in the
 // kernel's formats. Tests and the sample host behind --demo are built with it, and
-// internal/vmtest checks what it lays out against snapshots of a real kernel's sysfs
+// internal/testutils/vmtest checks what it lays out against snapshots of a real kernel's sysfs
 // taken in QEMU guests (testdata/vm).
 package fakehost
 

@@ -6,12 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/testutils/gpusplitbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the captured snapshots in testdata/vm")
@@ -20,20 +21,14 @@ var update = flag.Bool("update", false, "rewrite the captured snapshots in testd
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gpusplit-vmtest-bin-")
+	bin, cleanup, err := gpusplitbin.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "gpusplit")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/gpusplit")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building gpusplit: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	binary = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -187,7 +182,7 @@ func TestTopologies(t *testing.T) {
 			if *update {
 				// The snapshot, and which address each described NIC got (by its MAC),
 				// for the tests that check the captures without QEMU.
-				dir := filepath.Join("..", "..", "testdata", "vm")
+				dir := filepath.Join("..", "..", "..", "testdata", "vm")
 				if err := os.WriteFile(filepath.Join(dir, topo.Name+".tar.gz"), snap, 0o644); err != nil {
 					t.Fatal(err)
 				}

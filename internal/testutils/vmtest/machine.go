@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpusplit/gpusplit/internal/fakehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // Machine returns what the guest's kernel shows for t, as a fakehost description: the
