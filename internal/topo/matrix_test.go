@@ -130,7 +130,7 @@ func TestSampleHost(t *testing.T) {
 	if !strings.Contains(out, "NIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n") {
 		t.Errorf("output lacks the NIC legend:\n%s", out)
 	}
-	for i, want := range map[int]string{0: "\t0-63,128-191\t0\t\tN/A", 7: "\t64-127,192-255\t1\t\tN/A"} {
+	for i, want := range map[int]string{0: "\t0-31,64-95\t0\t\tN/A", 7: "\t32-63,96-127\t1\t\tN/A"} {
 		if line := lineStarting(out, fmt.Sprintf("GPU%d\t", i)); !strings.HasSuffix(line, want) {
 			t.Errorf("row GPU%d = %q, want it to end %q", i, line, want)
 		}
@@ -138,6 +138,123 @@ func TestSampleHost(t *testing.T) {
 	// NIC rows end at the last matrix cell.
 	if line := lineStarting(out, "NIC1\t"); !strings.HasSuffix(line, "\tPIX\t X ") {
 		t.Errorf("row NIC1 = %q", line)
+	}
+}
+
+// bridgedSwitchHost is a one-socket Ice Lake-SP host whose one root port 30:02.0 leads
+// to a PEX88000 switch (upstream port 31:00.0, downstream ports 32:01.0–32:04.0): RTX
+// A6000s on the first two downstream ports (buses 34 and 35), and on each of the other
+// two a PCIe-to-PCI adapter (a PEX8112, buses 36 and 38) holding a conventional PCI
+// Quadro NVS 280 (37:00.0 and 39:00.0), the shape of a GPU behind a bridge of its own.
+func bridgedSwitchHost() fakehost.Machine {
+	const (
+		intel, broadcom, plx, nvidia = 0x8086, 0x1000, 0x10b5, 0x10de
+		pex88000, pex8112            = 0xc010, 0x8112
+	)
+	port := func(slot uint8, device uint16, width int, secondary uint8, children ...fakehost.Device) fakehost.Device {
+		return fakehost.Device{
+			Slot: slot, Vendor: broadcom, Device: device, SubVendor: broadcom, SubDevice: 0xa064, Class: 0x060400,
+			Driver: "pcieport", Speed: "16.0 GT/s PCIe", Width: width, Secondary: secondary, Children: children,
+		}
+	}
+	a6000 := func(i int) []fakehost.Device {
+		base32, base64 := 0x90000000+uint64(i)*0x02000000, 0x200000000000+uint64(i)*0x1000000000
+		return []fakehost.Device{
+			{
+				Vendor: nvidia, Device: 0x2230, SubVendor: nvidia, SubDevice: 0x1459, Class: 0x030000, Rev: 0xa1,
+				Driver: "nvidia", Speed: "16.0 GT/s PCIe", Width: 16, Model: "NVIDIA RTX A6000",
+				BARs: []fakehost.BAR{
+					{Index: 0, Start: base32, Size: 16 << 20, Flags: fakehost.Mem32},
+					{Index: 1, Start: base64, Size: 256 << 20, Flags: fakehost.Mem64Pref},
+					{Index: 3, Start: base64 + 256<<20, Size: 32 << 20, Flags: fakehost.Mem64Pref},
+				},
+			},
+			{
+				Func: 1, Vendor: nvidia, Device: 0x1aef, SubVendor: nvidia, SubDevice: 0x1459, Class: 0x040300, Rev: 0xa1,
+				Driver: "snd_hda_intel", Speed: "16.0 GT/s PCIe", Width: 16,
+				BARs: []fakehost.BAR{{Index: 0, Start: base32 + 16<<20, Size: 16 << 10, Flags: fakehost.Mem32}},
+			},
+		}
+	}
+	// The adapter's bridge has a PCIe link upstream and a conventional PCI bus below;
+	// no driver binds a PCIe-to-PCI bridge.
+	adapter := func(secondary uint8, i int) fakehost.Device {
+		base32 := 0x90000000 + uint64(i)*0x02000000
+		return fakehost.Device{
+			Vendor: plx, Device: pex8112, SubVendor: plx, SubDevice: pex8112, Class: 0x060400, Rev: 0xaa,
+			Speed: "2.5 GT/s PCIe", Width: 1, Secondary: secondary,
+			Children: []fakehost.Device{{
+				Vendor: nvidia, Device: 0x032a, SubVendor: nvidia, SubDevice: 0x032a, Class: 0x030000, Rev: 0xa1,
+				BARs: []fakehost.BAR{
+					{Index: 0, Start: base32, Size: 16 << 20, Flags: fakehost.Mem32},
+					{Index: 1, Start: base32 + 16<<20, Size: 16 << 20, Flags: fakehost.Mem32 | 0x8},
+				},
+			}},
+		}
+	}
+	upstream := port(0, pex88000, 16, 0x32,
+		port(1, pex88000, 16, 0x34, a6000(0)...),
+		port(2, pex88000, 16, 0x35, a6000(1)...),
+		port(3, pex88000, 1, 0x36, adapter(0x37, 2)),
+		port(4, pex88000, 1, 0x38, adapter(0x39, 3)),
+	)
+	rootPort := fakehost.Device{
+		Slot: 0x02, Vendor: intel, Device: 0x347a, SubVendor: intel, Class: 0x060400,
+		Driver: "pcieport", Speed: "16.0 GT/s PCIe", Width: 16, Secondary: 0x31, Children: []fakehost.Device{upstream},
+	}
+	vtd := fakehost.Device{Vendor: intel, Device: 0x09a2, SubVendor: intel, Class: 0x088000, Rev: 0x04}
+	return fakehost.Machine{
+		Nodes:   []fakehost.Node{{ID: 0, CPUs: "0-55"}},
+		Bridges: []fakehost.HostBridge{{Bus: 0x30, NUMA: 0, Devices: []fakehost.Device{vtd, rootPort}}},
+		Files: map[string]string{
+			"proc/cmdline":             "BOOT_IMAGE=/boot/vmlinuz-6.8.0-85-generic root=/dev/sda1 ro\n",
+			"proc/sys/kernel/hostname": "pxb1\n",
+			"etc/hostname":             "pxb1\n",
+		},
+	}
+}
+
+// PIX is one switch between two GPUs and no more: a GPU behind a bridge of its own on a
+// downstream port is PXB to its siblings on the other ports, and two such GPUs are PXB
+// to each other, as nvidia-smi counts the bridges.
+func TestBridgeBelowSwitch(t *testing.T) {
+	m := matrixOf(t, bridgedSwitchHost())
+	var got []string
+	for _, g := range m.GPUs {
+		got = append(got, g.Address.String())
+	}
+	if want := []string{"0000:34:00.0", "0000:35:00.0", "0000:37:00.0", "0000:39:00.0"}; !slices.Equal(got, want) {
+		t.Fatalf("GPUs %q, want %q", got, want)
+	}
+	// The bridges each GPU is found below: the tree as built, not as assumed.
+	for i, want := range [][]string{
+		{"0000:30:02.0", "0000:31:00.0", "0000:32:01.0"},
+		{"0000:30:02.0", "0000:31:00.0", "0000:32:02.0"},
+		{"0000:30:02.0", "0000:31:00.0", "0000:32:03.0", "0000:36:00.0"},
+		{"0000:30:02.0", "0000:31:00.0", "0000:32:04.0", "0000:38:00.0"},
+	} {
+		var parents []string
+		for _, p := range m.GPUs[i].Parents {
+			parents = append(parents, p.String())
+		}
+		if !slices.Equal(parents, want) {
+			t.Errorf("GPU%d below %q, want %q", i, parents, want)
+		}
+	}
+	checkCells(t, m, func(i, j int) topo.Relation {
+		if i < 2 && j < 2 {
+			return topo.PIX
+		}
+		return topo.PXB
+	})
+	out := text(t, m)
+	for _, row := range []string{
+		"GPU0\t X \tPIX\tPXB\tPXB\t",
+		"GPU2\tPXB\tPXB\t X \tPXB\t",
+	} {
+		if !strings.Contains(out, "\n"+row) {
+			t.Errorf("output lacks row %q:\n%s", row, out)
+		}
 	}
 }
 
@@ -207,9 +324,11 @@ func TestWriteDOT(t *testing.T) {
 					t.Errorf("no edge %s -- %s", parent, d.Address)
 				}
 			}
+			// Graphviz must take what gpusplit writes: without dot that goes unchecked,
+			// so its absence fails the test rather than passing it.
 			dot, err := exec.LookPath("dot")
 			if err != nil {
-				return // rendering is optional
+				t.Fatalf("Graphviz's dot is not installed (%v): install graphviz (./scripts/vm-deps does) to check that it renders the DOT output", err)
 			}
 			cmd := exec.Command(dot, "-Tsvg")
 			cmd.Stdin = strings.NewReader(out)

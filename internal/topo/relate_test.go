@@ -79,6 +79,21 @@ func TestRelate(t *testing.T) {
 			want: topo.PXB, numaNodes: 2,
 		},
 		{
+			// PIX allows one bridge below the common switch on each side, no more: a
+			// GPU behind a bridge of its own (a PCI card on a PCIe-to-PCI adapter) is
+			// two below it, and its sibling on the next downstream port is PXB to it.
+			name: "PXB: a GPU behind a bridge on one downstream port, its sibling on the next",
+			a:    dev(t, "0000:34:00.0", 0x30, 0, rp, up, "0000:32:01.0"),
+			b:    dev(t, "0000:37:00.0", 0x30, 0, rp, up, "0000:32:03.0", "0000:36:00.0"),
+			want: topo.PXB, numaNodes: 2,
+		},
+		{
+			name: "PXB: two GPUs under one switch, each behind a bridge of its own",
+			a:    dev(t, "0000:37:00.0", 0x30, 0, rp, up, "0000:32:03.0", "0000:36:00.0"),
+			b:    dev(t, "0000:39:00.0", 0x30, 0, rp, up, "0000:32:04.0", "0000:38:00.0"),
+			want: topo.PXB, numaNodes: 2,
+		},
+		{
 			name: "PHB: different root ports of one host bridge",
 			a:    dev(t, "0000:e1:00.0", 0xe0, 0, "0000:e0:01.1"),
 			b:    dev(t, "0000:e2:00.0", 0xe0, 0, "0000:e0:03.1"),
