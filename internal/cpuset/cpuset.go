@@ -1,5 +1,6 @@
 // Package cpuset parses and prints the kernel's CPU list format ("0-27,56-83"), as found
-// in local_cpulist and /sys/devices/system/node/node*/cpulist.
+// in local_cpulist and /sys/devices/system/node/node*/cpulist, and its bitmap format
+// ("0000,000fffff,ff000000,0fffffff"), as found in local_cpus and node*/cpumap.
 package cpuset
 
 import (
@@ -41,6 +42,40 @@ func Parse(s string) (Set, error) {
 		}
 		for c := first; c <= last; c++ {
 			set.add(c)
+		}
+	}
+	return set, nil
+}
+
+// ParseMask reads a CPU bitmap as the kernel prints it with %*pb (see Mask): 32-bit chunks
+// of hex digits, most significant first, separated by commas. It is for where only the
+// mask exists: hwloc-gather-topology keeps local_cpus and not local_cpulist, and so do
+// captures made after its fashion. A chunk may have fewer than 8 digits (the first one
+// does whenever the number of possible CPUs is not a multiple of 32), never more. An empty
+// mask, or one of zeros only, is the empty set.
+func ParseMask(s string) (Set, error) {
+	var set Set
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return set, nil
+	}
+	chunks := strings.Split(s, ",")
+	if len(chunks) > MaxCPU/32 {
+		return Set{}, fmt.Errorf("cpu mask of %d chunks: more than the %d CPUs gpusplit reads", len(chunks), MaxCPU)
+	}
+	for i, c := range chunks {
+		if c == "" || len(c) > 8 || strings.Trim(c, "0123456789abcdefABCDEF") != "" {
+			return Set{}, fmt.Errorf("cpu mask %q: %q is not a chunk of up to 8 hex digits", s, c)
+		}
+		w, err := strconv.ParseUint(c, 16, 32)
+		if err != nil {
+			return Set{}, fmt.Errorf("cpu mask %q: %q is not a chunk of up to 8 hex digits", s, c)
+		}
+		lo := (len(chunks) - 1 - i) * 32
+		for w != 0 {
+			b := bits.TrailingZeros64(w)
+			set.add(lo + b)
+			w &^= 1 << b
 		}
 	}
 	return set, nil

@@ -2,6 +2,8 @@ package cpuset
 
 import (
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -122,4 +124,86 @@ func TestMask(t *testing.T) {
 			t.Errorf("Mask(%q, %d) = %s, want %s", c.list, c.nbits, got, c.want)
 		}
 	}
+}
+
+func TestParseMask(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		// local_cpus of the GPUs of an IBM POWER9 AC922 (PowerNV 8335-GTW, 176 possible
+		// CPUs), as hwloc keeps them in its test suite (open-mpi/hwloc,
+		// tests/hwloc/linux/nvidiagpunumanodes.tar.bz2).
+		{"0000,00000000,00000000,00000000,00000000,0000ffff\n", "0-15", false},
+		{"0000,00000000,000000ff,ff000000,00000000,00000000\n", "88-103", false},
+		// What Mask prints for the fixture hosts and a small guest.
+		{"0000,000fffff,ff000000,0fffffff", "0-27,56-83", false},
+		{"ffff,fff00000,00ffffff,f0000000", "28-55,84-111", false},
+		{"00000000,00000000,ffffffff,ffffffff", "0-63", false},
+		{"3", "0-1", false},
+		{"1,ffffffff", "0-32", false},
+		{"FFFF", "0-15", false},
+		{"00000000,00000000", "", false},
+		{"", "", false},
+		{"1,,1", "", true},
+		{",1", "", true},
+		{"1,", "", true},
+		{"123456789", "", true},
+		// The kernel refuses a chunk of more than 8 digits, even of leading zeros.
+		{"000000001", "", true},
+		{"0x1", "", true},
+		{"fg", "", true},
+		{"-1", "", true},
+		{"1 ,2", "", true},
+		{strings.Repeat("0,", MaxCPU/32) + "1", "", true},
+	}
+	for _, c := range cases {
+		got, err := ParseMask(c.in)
+		if c.wantErr {
+			if err == nil {
+				t.Errorf("ParseMask(%q) = %v, want an error", c.in, got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseMask(%q): %v", c.in, err)
+			continue
+		}
+		if got.String() != c.want {
+			t.Errorf("ParseMask(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// A mask of the most chunks accepted reaches the last CPU number there is.
+func TestParseMaskLargest(t *testing.T) {
+	s, err := ParseMask("80000000" + strings.Repeat(",00000000", MaxCPU/32-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.String(); got != strconv.Itoa(MaxCPU-1) {
+		t.Errorf("ParseMask of the top bit = %q, want %d", got, MaxCPU-1)
+	}
+}
+
+func FuzzParseMask(f *testing.F) {
+	for _, s := range []string{"0000,000fffff,ff000000,0fffffff", "", "3", "1,ffffffff", "0,0", "fg"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseMask(s)
+		if err != nil {
+			return
+		}
+		// Printed as the kernel would with as many bits as s has, it reads back the same.
+		nbits := (strings.Count(strings.TrimSpace(s), ",") + 1) * 32
+		again, err := ParseMask(set.Mask(nbits))
+		if err != nil {
+			t.Fatalf("ParseMask(%q) ok, but its Mask %q does not parse: %v", s, set.Mask(nbits), err)
+		}
+		if !again.Equal(set) {
+			t.Fatalf("round trip of %q changed the set: %q, then %q", s, set, again)
+		}
+	})
 }
