@@ -29,7 +29,18 @@ type fakeKernel struct {
 	hang     map[pci.Address]chan struct{}
 	failOn   map[pci.Address]string // "override", "probe": the step that fails
 	vanishOn map[pci.Address]bool   // gone once its override is written
-	writes   []string
+	// silentOn are devices whose probe for vfio-pci reports success and binds nothing,
+	// as when vfio-pci's probe refuses the device (a group it cannot take): the write
+	// to drivers_probe returns without error all the same.
+	silentOn map[pci.Address]bool
+	// noNode are IOMMU groups whose /dev/vfio/<group> never appears, as when udev or
+	// the vfio module's device creation fails, though the devices sit on vfio-pci.
+	noNode map[int]bool
+	writes []string
+	// onWrite, when set, is called after each write the kernel sees (driver_override,
+	// unbind, drivers_probe, a module load), with its number from 1 and the write, under
+	// the fake's lock, whether the write succeeded or not.
+	onWrite func(n int, write string)
 }
 
 type fakeDev struct {
@@ -41,6 +52,14 @@ func newFake() *fakeKernel {
 	return &fakeKernel{
 		devs: map[pci.Address]*fakeDev{}, loaded: map[string]bool{"nvidia": true, "snd_hda_intel": true, "vfio-pci": true},
 		modules: map[string]bool{}, hang: map[pci.Address]chan struct{}{}, failOn: map[pci.Address]string{}, vanishOn: map[pci.Address]bool{},
+		silentOn: map[pci.Address]bool{}, noNode: map[int]bool{},
+	}
+}
+
+// wrote calls onWrite for the last write recorded; callers hold the lock.
+func (f *fakeKernel) wrote() {
+	if f.onWrite != nil {
+		f.onWrite(len(f.writes), f.writes[len(f.writes)-1])
 	}
 }
 
@@ -92,6 +111,7 @@ func (f *fakeKernel) SetOverride(a pci.Address, driver string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, fmt.Sprintf("override %s %q", a, driver))
+	defer f.wrote()
 	d, err := f.dev(a)
 	if err != nil {
 		return err
@@ -116,6 +136,7 @@ func (f *fakeKernel) Unbind(a pci.Address, driver string) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.wrote()
 	d, err := f.dev(a)
 	if err != nil {
 		return err
@@ -131,6 +152,7 @@ func (f *fakeKernel) Probe(a pci.Address) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, fmt.Sprintf("probe %s", a))
+	defer f.wrote()
 	d, err := f.dev(a)
 	if err != nil {
 		return err
@@ -138,7 +160,7 @@ func (f *fakeKernel) Probe(a pci.Address) error {
 	if f.failOn[a] == "probe" && d.override == plan.VFIO {
 		return errors.New("probe failed")
 	}
-	if d.driver != "" {
+	if d.driver != "" || (f.silentOn[a] && d.override == plan.VFIO) {
 		return nil
 	}
 	want := d.natural
@@ -167,6 +189,7 @@ func (f *fakeKernel) Load(driver string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, "load "+driver)
+	defer f.wrote()
 	f.loaded[driver] = true
 	return nil
 }
@@ -174,6 +197,9 @@ func (f *fakeKernel) Load(driver string) error {
 func (f *fakeKernel) VFIOReady(group int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.noNode[group] {
+		return false
+	}
 	for _, d := range f.devs {
 		if d.group == group && d.driver == plan.VFIO {
 			return true
@@ -358,49 +384,80 @@ func TestApplyChecksDrivers(t *testing.T) {
 	}
 }
 
-// A failure half-way puts every device touched back as it was.
+// A failure half-way puts every device touched back as it was. A bind that reports
+// success is not taken at its word: the device must show on its target, and for
+// vfio-pci its group's /dev/vfio node must exist, or the run fails and is put back.
 func TestApplyFailureRollsBack(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		setup func(f *fakeKernel, a pci.Address)
-		want  string
+		want  string // in the error
+		// bad is the state f1:00.0 is left in ("" for back as it was), and restored
+		// how many devices are put back: the seven touched, less one the run cannot.
+		bad      string
+		restored int
 	}{
-		{"device vanishes", func(f *fakeKernel, a pci.Address) { f.vanishOn[a] = true }, "is gone"},
-		{"bind fails", func(f *fakeKernel, a pci.Address) { f.failOn[a] = "probe" }, "probe failed"},
-		{"unbind hangs", func(f *fakeKernel, a pci.Address) { f.hang[a] = make(chan struct{}) }, "did not finish within"},
+		{"device vanishes", func(f *fakeKernel, a pci.Address) { f.vanishOn[a] = true }, "is gone", "gone", 6},
+		{"bind fails", func(f *fakeKernel, a pci.Address) { f.failOn[a] = "probe" }, "probe failed", "", 7},
+		// The unbind is pending: nothing more is written to the device.
+		{"unbind hangs", func(f *fakeKernel, a pci.Address) { f.hang[a] = make(chan struct{}) }, "did not finish within", "nvidia/vfio-pci", 6},
+		{"bind reports success, binds nothing", func(f *fakeKernel, a pci.Address) { f.silentOn[a] = true },
+			"0000:f1:00.0 did not bind to vfio-pci: its driver is none", "", 7},
+		{"no /dev/vfio node", func(f *fakeKernel, a pci.Address) { f.noNode[75] = true },
+			"0000:f1:00.0 is on vfio-pci but /dev/vfio/75 did not appear", "", 7},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f, p := fourGPUs()
-			bad := p.Moves[6].Device // f1:00.0
+			bad := p.Moves[6].Device // f1:00.0, in group 75
 			c.setup(f, bad)
 			h, _ := gpuHost(t, f)
+			var mu sync.Mutex
+			var failed []pci.Address
 			opts := fast
 			opts.Parallel = 1 // the groups in order: three move, the fourth fails
+			opts.Progress = func(e Event) {
+				if e.Step == StepFailed {
+					mu.Lock()
+					failed = append(failed, e.Device)
+					mu.Unlock()
+				}
+			}
 			res, err := Apply(context.Background(), h, f, p, opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
+			if len(failed) != 1 || failed[0] != bad {
+				t.Errorf("failed events for %v, want one for %s", failed, bad)
+			}
 			for _, m := range p.Moves {
 				want := m.From + "/"
-				switch {
-				case m.Device == bad && c.name == "device vanishes":
-					want = "gone"
-				case m.Device == bad && c.name == "unbind hangs":
-					want = "nvidia/vfio-pci" // the unbind is pending: nothing more is written
+				if m.Device == bad && c.bad != "" {
+					want = c.bad
 				}
 				if got := f.state(m.Device); got != want {
 					t.Errorf("%s is %s after the failure, want %s", m.Device, got, want)
 				}
 			}
-			restored := 7
-			if c.name != "bind fails" {
-				restored = 6 // the bad device is gone, or its unbind is pending
-				if len(res.Unrestored) != 1 || res.Unrestored[bad] == nil {
-					t.Errorf("unrestored %v, want %s", res.Unrestored, bad)
+			// The devices touched are put back, the last first: f1:00.0, then the
+			// three groups before it; f1:00.1 was never touched.
+			var order []string
+			for i := 6; i >= 0; i-- {
+				if a := p.Moves[i].Device; a != bad || c.restored == 7 {
+					order = append(order, a.String())
 				}
 			}
-			if len(res.Moved) != 0 || len(res.Restored) != restored {
-				t.Errorf("moved %v restored %v, want %d restored", res.Moved, res.Restored, restored)
+			var got []string
+			for _, a := range res.Restored {
+				got = append(got, a.String())
+			}
+			if len(res.Moved) != 0 || len(res.Restored) != c.restored || strings.Join(got, " ") != strings.Join(order, " ") {
+				t.Errorf("moved %v restored %v, want none moved and %v restored", res.Moved, got, order)
+			}
+			if c.restored == 7 && len(res.Unrestored) != 0 {
+				t.Errorf("unrestored %v, want none", res.Unrestored)
+			}
+			if c.restored == 6 && (len(res.Unrestored) != 1 || res.Unrestored[bad] == nil) {
+				t.Errorf("unrestored %v, want %s", res.Unrestored, bad)
 			}
 			if ch := f.hang[bad]; ch != nil {
 				close(ch)
