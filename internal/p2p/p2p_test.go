@@ -123,6 +123,81 @@ func TestCorruptPeer(t *testing.T) {
 	}
 }
 
+// edgeFlipper is the fake driver with peer copies from GPU 0 to GPU 1 that arrive with
+// the bytes at the offsets chosen from the copy's length flipped.
+type edgeFlipper struct {
+	*p2ptest.Fake
+	at func(n int64) []int64
+}
+
+func (d edgeFlipper) Copy(c p2p.Copy) error {
+	if err := d.Fake.Copy(c); err != nil {
+		return err
+	}
+	if c.Src.Dev != 0 || c.Dst.Dev != 1 || !d.PeerOn[[2]int{0, 1}] && !d.PeerOn[[2]int{1, 0}] {
+		return nil
+	}
+	b := make([]byte, c.N)
+	if err := d.Fake.Read(b, c.Dst); err != nil {
+		return err
+	}
+	for _, off := range d.at(c.N) {
+		b[off] ^= 0xff
+	}
+	return d.Fake.Write(c.Dst, b)
+}
+
+// A wrong byte at either end of a buffer is found and counted exactly: one per pass in
+// each size checked, the first at its offset.
+func TestCorruptPeerEdges(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		at    func(n int64) []int64
+		bad   int64 // per pass
+		first func(n int64) int64
+		why   string
+	}{
+		{"the first byte", func(n int64) []int64 { return []int64{0} }, 1,
+			func(n int64) int64 { return 0 }, "peer copy of 4 KiB: 2 of 8192 bytes wrong over 2 passes (0.0244%), the first at offset 0x0"},
+		{"the last byte", func(n int64) []int64 { return []int64{n - 1} }, 1,
+			func(n int64) int64 { return n - 1 }, "peer copy of 4 KiB: 2 of 8192 bytes wrong over 2 passes (0.0244%), the first at offset 0xfff"},
+		{"both ends", func(n int64) []int64 { return []int64{0, n - 1} }, 2,
+			func(n int64) int64 { return 0 }, "peer copy of 4 KiB: 4 of 8192 bytes wrong over 2 passes (0.0488%), the first at offset 0x0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := p2ptest.New(2)
+			opt := small
+			opt.IntegrityOnly = true
+			rep, err := p2p.Run(edgeFlipper{f, c.at}, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, f)
+			p := rep.Pair(0, 1)
+			if p.Verdict != p2p.Corrupt || p.Why != c.why {
+				t.Errorf("verdict %s: %s\nwant %s", p.Verdict, p.Why, c.why)
+			}
+			var peer int
+			for _, k := range p.Checks {
+				want, first := int64(0), int64(-1)
+				if k.Path == p2p.PathPeer {
+					peer++
+					want, first = 2*c.bad, c.first(k.Size)
+				}
+				if k.Bad != want || k.FirstBad != first {
+					t.Errorf("%s copy of %d bytes: %d wrong, the first at %d; want %d, the first at %d", k.Path, k.Size, k.Bad, k.FirstBad, want, first)
+				}
+			}
+			if peer != len(small.Sizes) {
+				t.Errorf("%d peer checks, want %d", peer, len(small.Sizes))
+			}
+			if back := rep.Pair(1, 0); back.Verdict != p2p.OK {
+				t.Errorf("the other direction: %s", back.Verdict)
+			}
+		})
+	}
+}
+
 // Corruption without peer access is no P2P setting's business.
 func TestCorruptStaged(t *testing.T) {
 	f := p2ptest.New(2)

@@ -2,10 +2,27 @@ package p2p
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 )
 
-// The pattern differs by position, pass and seed, and a wrong copy cannot match it.
+// differ counts the bytes where a and b differ and the offset of the first, byte by
+// byte: what compare must report, worked out without it.
+func differ(a, b []byte) (bad, first int64) {
+	first = -1
+	for i := range a {
+		if a[i] != b[i] {
+			if first < 0 {
+				first = int64(i)
+			}
+			bad++
+		}
+	}
+	return bad, first
+}
+
+// The pattern differs by position, pass and seed, and a wrong copy cannot match it:
+// compare counts every byte that differs, no more and no fewer.
 func TestPattern(t *testing.T) {
 	a, b := make([]byte, 4099), make([]byte, 4099)
 	fill(a, 1, 0)
@@ -16,16 +33,60 @@ func TestPattern(t *testing.T) {
 	if bad, first := compare(a, 1, 0); bad != 0 || first != -1 {
 		t.Fatalf("the pattern does not match itself: %d at %d", bad, first)
 	}
-	if bad, _ := compare(make([]byte, 4099), 1, 0); bad < 4000 {
-		t.Errorf("zeros match the pattern in all but %d bytes", bad)
-	}
-	shifted := append([]byte{0}, a[:4098]...)
-	if bad, first := compare(shifted, 1, 0); bad < 4000 || first != 0 {
-		t.Errorf("a copy shifted by a byte: %d wrong, first at %d", bad, first)
-	}
 	c := make([]byte, 4099)
 	fill(c, 2, 0)
-	if bad, _ := compare(c, 1, 0); bad < 4000 {
-		t.Errorf("another seed matches in all but %d bytes", bad)
+	for _, tt := range []struct {
+		name string
+		got  []byte
+	}{
+		{"zeros", make([]byte, 4099)},
+		{"a copy shifted by a byte", append([]byte{0}, a[:4098]...)},
+		{"another pass", b},
+		{"another seed", c},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wantBad, wantFirst := differ(tt.got, a)
+			// Each wrong byte has a 1 in 256 chance of matching by luck.
+			if wantBad < 4000 {
+				t.Fatalf("only %d of 4099 bytes differ from the pattern", wantBad)
+			}
+			if bad, first := compare(tt.got, 1, 0); bad != wantBad || first != wantFirst {
+				t.Errorf("compare = %d wrong, first at %d; want %d, first at %d", bad, first, wantBad, wantFirst)
+			}
+		})
+	}
+}
+
+// A single wrong byte is found wherever it is: the first of the buffer, the last, the
+// last of a word and the first of the next, in buffers of whole words and not.
+func TestCompareOneByte(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 15, 16, 4096, 4099} {
+		offs := []int{0}
+		if n > 1 {
+			offs = append(offs, n-1)
+		}
+		if n > 9 {
+			offs = append(offs, 7, 8)
+		}
+		for _, off := range offs {
+			t.Run(fmt.Sprintf("%d bytes, byte %d", n, off), func(t *testing.T) {
+				for _, flip := range []byte{0x01, 0x80, 0xff} {
+					buf := make([]byte, n)
+					fill(buf, 7, 1)
+					buf[off] ^= flip
+					if bad, first := compare(buf, 7, 1); bad != 1 || first != int64(off) {
+						t.Errorf("byte %d ^ %#02x: compare = %d wrong, first at %d; want 1 at %d", off, flip, bad, first, off)
+					}
+				}
+			})
+		}
+	}
+	// The first and the last together: two, the first at 0.
+	buf := make([]byte, 4099)
+	fill(buf, 7, 1)
+	buf[0] ^= 0xff
+	buf[4098] ^= 0xff
+	if bad, first := compare(buf, 7, 1); bad != 2 || first != 0 {
+		t.Errorf("first and last bytes wrong: compare = %d, first at %d; want 2 at 0", bad, first)
 	}
 }
