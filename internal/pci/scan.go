@@ -133,41 +133,18 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 	d := &Device{Address: a, Path: real, IOMMUGroup: -1, NUMANode: -1}
 	attr := func(name string) string { return real + "/" + name }
 
-	// Identity: without it the device means nothing.
-	vendor, err := readHex(h, attr("vendor"), 16)
-	if err != nil {
-		return nil, err
-	}
-	device, err := readHex(h, attr("device"), 16)
-	if err != nil {
-		return nil, err
-	}
-	class, err := readHex(h, attr("class"), 24)
-	if err != nil {
-		return nil, err
-	}
-	d.VendorID, d.DeviceID, d.Class = uint16(vendor), uint16(device), uint32(class)
-
 	warn := func(err error, assumed string) {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.warnf("%s: %v; %s", a, err, assumed)
 		}
 	}
-	if v, err := readHex(h, attr("subsystem_vendor"), 16); err == nil {
-		d.SubVendorID = uint16(v)
-	} else {
-		warn(err, "subsystem vendor taken as 0000")
+	// Identity: without it the device means nothing.
+	id, err := readIdentity(h, real, a, warn)
+	if err != nil {
+		return nil, err
 	}
-	if v, err := readHex(h, attr("subsystem_device"), 16); err == nil {
-		d.SubDeviceID = uint16(v)
-	} else {
-		warn(err, "subsystem device taken as 0000")
-	}
-	if v, err := readHex(h, attr("revision"), 8); err == nil {
-		d.Revision = uint8(v)
-	} else {
-		warn(err, "revision taken as 00")
-	}
+	d.VendorID, d.DeviceID, d.Class = id.vendor, id.device, id.class
+	d.SubVendorID, d.SubDeviceID, d.Revision = id.subVendor, id.subDevice, id.rev
 
 	if d.Driver, err = h.LinkBase(attr("driver")); err != nil {
 		warn(err, "driver taken as none")
@@ -195,16 +172,7 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 	} else {
 		warn(err, "NUMA node taken as unknown")
 	}
-	if s, err := h.ReadString(attr("local_cpulist")); err == nil {
-		set, perr := cpuset.Parse(s)
-		if perr != nil {
-			warn(fmt.Errorf("local_cpulist: %w", perr), "CPU affinity taken as unknown")
-		} else {
-			d.LocalCPUs = set
-		}
-	} else {
-		warn(err, "CPU affinity taken as unknown")
-	}
+	d.LocalCPUs = readLocalCPUs(h, real, warn)
 	d.Link = readLink(h, real, func(err error) { warn(err, "link taken as unknown") })
 	if s, err := h.ReadString(attr("resource")); err == nil {
 		bars, perr := ParseResource(s)
@@ -231,6 +199,35 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 	d.DeviceName = names.Device(d.VendorID, d.DeviceID)
 	d.ClassName = names.Subclass(d.Class)
 	return d, nil
+}
+
+// readLocalCPUs reads the CPUs near a device from local_cpulist, or where that file is
+// missing from local_cpus, the same set as a mask: hwloc reads only the mask, and the
+// captures made with its hwloc-gather-topology keep only that file.
+func readLocalCPUs(h *host.Host, dir string, warn func(error, string)) cpuset.Set {
+	const assumed = "CPU affinity taken as unknown"
+	s, err := h.ReadString(dir + "/local_cpulist")
+	if err == nil {
+		set, perr := cpuset.Parse(s)
+		if perr != nil {
+			warn(fmt.Errorf("local_cpulist: %w", perr), assumed)
+		}
+		return set
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		warn(err, assumed)
+		return cpuset.Set{}
+	}
+	s, err = h.ReadString(dir + "/local_cpus")
+	if err != nil {
+		warn(err, assumed)
+		return cpuset.Set{}
+	}
+	set, perr := cpuset.ParseMask(s)
+	if perr != nil {
+		warn(fmt.Errorf("local_cpus: %w", perr), assumed)
+	}
+	return set
 }
 
 // readHex reads a sysfs attribute of the form "0x10de" that must fit in bits bits.

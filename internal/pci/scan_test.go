@@ -677,10 +677,16 @@ func TestScanBadInput(t *testing.T) {
 			},
 		},
 		{
-			name:   "vendor missing",
-			mutate: func(t *testing.T, root, dev string) { remove(t, dev+"/vendor") },
+			// With uevent, modalias and config the vendor is read from uevent
+			// (TestScanIdentityFallbacks); without them the device means nothing.
+			name: "vendor missing, and every other file of the ids",
+			mutate: func(t *testing.T, root, dev string) {
+				for _, f := range []string{"vendor", "uevent", "modalias", "config"} {
+					remove(t, dev+"/"+f)
+				}
+			},
 			check: func(t *testing.T, tree *pci.Tree) {
-				checkLeftOut(t, tree, gpu, "vendor")
+				checkLeftOut(t, tree, gpu, "no vendor file", "uevent is missing", "modalias is missing", "config is missing")
 			},
 		},
 		{
@@ -903,12 +909,53 @@ func TestScanBadInput(t *testing.T) {
 			},
 		},
 		{
-			name:   "local_cpulist missing",
-			mutate: func(t *testing.T, root, dev string) { remove(t, dev+"/local_cpulist") },
-			quiet:  true,
+			name: "local_cpulist and local_cpus missing",
+			mutate: func(t *testing.T, root, dev string) {
+				remove(t, dev+"/local_cpulist")
+				remove(t, dev+"/local_cpus")
+			},
+			quiet: true,
 			check: func(t *testing.T, tree *pci.Tree) {
 				if d := lookup(t, tree, gpu); d.LocalCPUs.Len() != 0 {
 					t.Errorf("LocalCPUs = %q, want empty", d.LocalCPUs)
+				}
+			},
+		},
+		{
+			name:   "local_cpulist missing: the mask in local_cpus is read",
+			mutate: func(t *testing.T, root, dev string) { remove(t, dev+"/local_cpulist") },
+			quiet:  true,
+			check: func(t *testing.T, tree *pci.Tree) {
+				if d := lookup(t, tree, gpu); d.LocalCPUs.String() != "0-15,32-47" {
+					t.Errorf("LocalCPUs = %q, want 0-15,32-47 from local_cpus", d.LocalCPUs)
+				}
+			},
+		},
+		{
+			name: "local_cpulist missing, local_cpus holds garbage",
+			mutate: func(t *testing.T, root, dev string) {
+				remove(t, dev+"/local_cpulist")
+				writeFile(t, dev+"/local_cpus", "0000,ffffffff,zz\n")
+			},
+			check: func(t *testing.T, tree *pci.Tree) {
+				if d := lookup(t, tree, gpu); d.LocalCPUs.Len() != 0 {
+					t.Errorf("LocalCPUs = %q, want empty", d.LocalCPUs)
+				}
+				if !hasWarning(tree, gpu, "local_cpus", "zz", "CPU affinity taken as unknown") {
+					t.Errorf("no warning naming %s and local_cpus:\n%s", gpu, strings.Join(tree.Warnings, "\n"))
+				}
+			},
+		},
+		{
+			// A mask is read only where the list is missing, not in place of a bad one.
+			name:   "local_cpulist holds garbage, local_cpus is fine",
+			mutate: func(t *testing.T, root, dev string) { writeFile(t, dev+"/local_cpulist", "0-x\n") },
+			check: func(t *testing.T, tree *pci.Tree) {
+				if d := lookup(t, tree, gpu); d.LocalCPUs.Len() != 0 {
+					t.Errorf("LocalCPUs = %q, want empty", d.LocalCPUs)
+				}
+				if !hasWarning(tree, gpu, "local_cpulist", "0-x") {
+					t.Errorf("no warning naming %s and local_cpulist", gpu)
 				}
 			},
 		},
