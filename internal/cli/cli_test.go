@@ -59,9 +59,9 @@ func TestDemoTopo(t *testing.T) {
 				t.Errorf("GPU%d/GPU%d = %q, want %q", i, j, row[j], want)
 			}
 		}
-		cpus, numa := "0-63,128-191", "0"
+		cpus, numa := "0-31,64-95", "0"
 		if i >= 4 {
-			cpus, numa = "64-127,192-255", "1"
+			cpus, numa = "32-63,96-127", "1"
 		}
 		if got := strings.Join(row[10:], "\t"); got != cpus+"\t"+numa+"\t\tN/A" {
 			t.Errorf("GPU%d affinity columns %q", i, got)

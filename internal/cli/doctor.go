@@ -34,11 +34,13 @@ journalctl -k or /dev/kmsg format), or from the snapshot. Without root some chec
 less (config space past 64 bytes, other users' processes); the output says which.
 
 Checks: ` + strings.Join(doctor.IDs(), ", ") + `.
+Groups (for --only): firmware (the firmware-* checks: what the firmware set, as Linux sees it).
 
 Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
 		Example: `  gpusplit --demo doctor
   sudo gpusplit doctor
-  gpusplit doctor --kernel-log dmesg.txt --only bar-unassigned,iommu-page-faults -o json`,
+  gpusplit doctor --kernel-log dmesg.txt --only bar-unassigned,iommu-page-faults -o json
+  sudo gpusplit doctor --only firmware`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ids []string
@@ -94,7 +96,7 @@ Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&only, "only", "", "run only these checks (comma-separated ids)")
+	cmd.Flags().StringVar(&only, "only", "", "run only these checks (comma-separated ids or groups)")
 	cmd.Flags().StringVar(&kernelLog, "kernel-log", "", "read the kernel log from this file (dmesg, journalctl -k or /dev/kmsg format) instead of the host's")
 	return cmd
 }

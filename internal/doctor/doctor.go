@@ -40,7 +40,9 @@ type Finding struct {
 
 // Check is one diagnosis.
 type Check struct {
-	ID    string
+	ID string
+	// Group names the checks that --only selects together ("firmware").
+	Group string
 	Title string // what it looks for
 	Run   func(e *Env) []Finding
 }
@@ -107,7 +109,14 @@ var Checks = []Check{
 	{ID: "gpu-held", Title: "processes holding GPUs that the configured split would move", Run: checkHeld},
 	{ID: "split-drift", Title: "the configured split is not in effect", Run: checkDrift},
 	{ID: "numa-unknown", Title: "GPUs without a NUMA node on a NUMA machine", Run: checkNUMAUnknown},
-	{ID: "firmware", Title: "what the firmware set, as Linux sees it: platform, NPS, IOMMU, Above 4G, Resizable BAR, SR-IOV, ACS, PCIe settings", Run: checkFirmware},
+	{ID: "firmware-platform", Group: "firmware", Title: "the platform and its firmware (DMI)", Run: checkFirmwarePlatform},
+	{ID: "firmware-numa", Group: "firmware", Title: "NUMA nodes per socket (NPS), and GPUs of one socket on different nodes", Run: checkFirmwareNUMA},
+	{ID: "firmware-iommu", Group: "firmware", Title: "the IOMMU and its mode", Run: checkFirmwareIOMMU},
+	{ID: "firmware-above-4g", Group: "firmware", Title: "64-bit BARs placed above 4 GiB (Above 4G decoding)", Run: checkFirmwareAbove4G},
+	{ID: "firmware-rebar", Group: "firmware", Title: "Resizable BAR: the GPUs' BAR1 against what they offer", Run: checkFirmwareReBAR},
+	{ID: "firmware-sriov", Group: "firmware", Title: "SR-IOV virtual functions of the GPUs", Run: checkFirmwareSRIOV},
+	{ID: "firmware-acs", Group: "firmware", Title: "ACS on the switch ports above the GPUs", Run: checkFirmwareACS},
+	{ID: "firmware-pcie", Group: "firmware", Title: "the PCIe settings of the GPUs' links: payload, read request, relaxed ordering, 10-bit tags, ASPM", Run: checkFirmwarePCIe},
 }
 
 // IDs returns every check's id, in order.
@@ -115,6 +124,17 @@ func IDs() []string {
 	var out []string
 	for _, c := range Checks {
 		out = append(out, c.ID)
+	}
+	return out
+}
+
+// Groups are the names that select several checks at once.
+func Groups() []string {
+	var out []string
+	for _, c := range Checks {
+		if c.Group != "" && !slices.Contains(out, c.Group) {
+			out = append(out, c.Group)
+		}
 	}
 	return out
 }
@@ -140,13 +160,13 @@ func (r *Report) Worst() Severity {
 // most severe first.
 func Run(e *Env, only []string) (*Report, error) {
 	for _, id := range only {
-		if !slices.Contains(IDs(), id) {
-			return nil, fmt.Errorf("no check %q; the checks are %s", id, strings.Join(IDs(), ", "))
+		if !slices.Contains(IDs(), id) && !slices.Contains(Groups(), id) {
+			return nil, fmt.Errorf("no check %q; the checks are %s, and the groups %s", id, strings.Join(IDs(), ", "), strings.Join(Groups(), ", "))
 		}
 	}
 	r := &Report{Findings: []Finding{}, Ran: []string{}}
 	for _, c := range Checks {
-		if len(only) > 0 && !slices.Contains(only, c.ID) {
+		if len(only) > 0 && !slices.Contains(only, c.ID) && (c.Group == "" || !slices.Contains(only, c.Group)) {
 			continue
 		}
 		r.Ran = append(r.Ran, c.ID)

@@ -277,9 +277,28 @@ func TestChecksFire(t *testing.T) {
 		{id: "iommu-param-invalid", sev: Info, host: func(t *testing.T) *host.Host {
 			return sample(t, map[string]string{"proc/cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=/dev/mapper/pve-root ro amd_iommu=on iommu=pt\n"})
 		}, want: "/proc/cmdline: amd_iommu=on"},
+		// The firmware checks on the sample host, set as a GPU server should be: notes.
+		{id: "firmware-platform", sev: Info, want: "ESC8000A-E13"},
+		{id: "firmware-numa", sev: Info, want: "node0: CPUs 0-31,64-95"},
+		{id: "firmware-iommu", sev: Info, want: "the GPUs: 8 in identity groups"},
+		{id: "firmware-above-4g", sev: Info, want: "of bridge 0000:00:01.1"},
+		{id: "firmware-rebar", sev: Info, want: "BAR1: 128 GiB, the largest it offers 128 GiB"},
+		{id: "firmware-sriov", sev: Info, want: "no sriov_totalvfs, or 0, on 8 GPUs"},
+		{id: "firmware-acs", sev: Info, want: "0000:81:00.0: below root port 0000:80:01.1"},
+		{id: "firmware-acs", sev: Info, host: func(t *testing.T) *host.Host {
+			return machine(t, switchWithACS(0x001d))
+		}, want: "the switch ports redirect P2P up to the root complex"},
+		{id: "firmware-pcie", sev: Info, want: "max payload 256 of 256 bytes"},
+		// A GPU's 1 GiB BAR1 below 4 GiB, where a firmware without Above 4G decoding
+		// puts it.
+		{id: "firmware-above-4g", sev: Warning, host: func(t *testing.T) *host.Host {
+			zero := "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+			return sample(t, map[string]string{"sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/resource": zero +
+				"0x0000000080000000 0x00000000bfffffff 0x000000000014220c\n" + strings.Repeat(zero, 11)})
+		}, want: "0000:81:00.0 BAR1 (1 GiB 64-bit prefetchable) at 0x80000000, below 4 GiB"},
 	}
 	// Every check has a case that makes it fire, here or in TestReferenceVM.
-	elsewhere := []string{"grub-override", "vm-flat-topology", "firmware"} // firmware: TestFirmwareSample, TestFirmwareRebarOff
+	elsewhere := []string{"grub-override", "vm-flat-topology"}
 	for _, c := range Checks {
 		if !slices.Contains(elsewhere, c.ID) && !slices.ContainsFunc(cases, func(k struct {
 			id     string
@@ -705,8 +724,9 @@ func TestBARsOfAnotherMachine(t *testing.T) {
 	}
 }
 
-// `doctor --only firmware` on the sample host: a reasoned report of each item, and no
-// warning, since the sample host is set as a GPU server should be.
+// `doctor --only firmware` on the sample host: the group runs every firmware check, each
+// a reasoned note of its item, and none warns, since the sample host is set as a GPU
+// server should be.
 func TestFirmwareSample(t *testing.T) {
 	h, _ := samplehost.Open()
 	inv, err := inventory.Build(h, nil)
@@ -721,22 +741,39 @@ func TestFirmwareSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Findings) != 1 || r.Findings[0].Severity != Info {
-		t.Fatalf("findings %+v, want one note", r.Findings)
+	want := map[string][]string{
+		"firmware-platform": {"platform: ASUSTeK COMPUTER INC. ESC8000A-E13", "firmware American Megatrends Inc. 0402 of 06/12/2025"},
+		"firmware-numa":     {"NUMA: 2 nodes on 2 sockets, NPS1", "One node per socket"},
+		"firmware-iommu":    {"IOMMU: on", "the GPUs: 8 in identity groups"},
+		"firmware-above-4g": {"Above 4G decoding: on", "0000:01:00.0 BAR1 (128 GiB 64-bit prefetchable) at 0x20000000000",
+			"the largest 64-bit window above the GPUs: 128 GiB + 32 MiB at 0x20000000000, of bridge 0000:00:01.1"},
+		"firmware-rebar": {"Resizable BAR: on", "8 GPUs (0000:01:00.0 … 0000:f1:00.0): BAR1: 128 GiB, the largest it offers 128 GiB"},
+		"firmware-sriov": {"SR-IOV: the GPUs offer no virtual functions"},
+		"firmware-acs":   {"no switch between the GPUs and their root ports"},
+		"firmware-pcie": {"8 GPUs (0000:01:00.0 … 0000:f1:00.0): max payload 256 of 256 bytes, max read request 512, relaxed ordering on, 10-bit tags on, ASPM disabled",
+			"the kernel's ASPM policy: [default]"},
 	}
-	ev := strings.Join(r.Findings[0].Evidence, "\n")
-	for _, want := range []string{
-		"platform: ASUSTeK COMPUTER INC. ESC8000A-E13", "firmware American Megatrends Inc. 0402 of 06/12/2025",
-		"NUMA: 2 nodes on 2 sockets, NPS1", "IOMMU: on", "the GPUs: 8 in identity groups",
-		"Above 4G decoding: on", "0000:01:00.0 BAR1 at 0x20000000000",
-		"8 GPUs (0000:01:00.0 … 0000:f1:00.0): BAR1: 128 GiB, the largest it offers 128 GiB",
-		"SR-IOV: the GPUs offer no virtual functions", "no switch between the GPUs and their root ports",
-		"8 GPUs (0000:01:00.0 … 0000:f1:00.0): max payload 256 of 256 bytes, max read request 512, relaxed ordering on, 10-bit tags on, ASPM disabled",
-		"ASPM policy of the kernel: [default]",
-	} {
-		if !strings.Contains(ev, want) {
-			t.Errorf("the report lacks %q:\n%s", want, ev)
+	if len(r.Ran) != len(want) {
+		t.Errorf("ran %v, want the %d firmware checks", r.Ran, len(want))
+	}
+	for id, lines := range want {
+		f := find(r, id, Info)
+		if f == nil {
+			t.Errorf("%s: no note in %+v", id, r.Findings)
+			continue
 		}
+		if f.Remedy == "" {
+			t.Errorf("%s: no reason given", id)
+		}
+		text := f.Title + "\n" + strings.Join(f.Evidence, "\n") + "\n" + f.Remedy
+		for _, l := range lines {
+			if !strings.Contains(text, l) {
+				t.Errorf("%s lacks %q:\n%s", id, l, text)
+			}
+		}
+	}
+	if r.Worst() != Info {
+		t.Errorf("worst %v, want info only", r.Worst())
 	}
 }
 
@@ -762,8 +799,9 @@ func TestFirmwareRebarOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, h, "")
-	f := find(r, "firmware", Warning)
-	if f == nil || !strings.Contains(f.Title, "Resizable BAR is off for 0000:81:00.0: BAR1 is 256 MiB of the 128 GiB it offers") {
+	f := find(r, "firmware-rebar", Warning)
+	if f == nil || f.Title != "Resizable BAR is off for 1 GPU: a BAR of 256 MiB or less where the GPU offers more" ||
+		!slices.Contains(f.Evidence, "0000:81:00.0: BAR1: 256 MiB, the largest it offers 128 GiB") {
 		t.Errorf("no warning for the small BAR1: %+v", r.Findings)
 	}
 	// 64 bytes, as a reader without root gets them.
@@ -772,8 +810,13 @@ func TestFirmwareRebarOff(t *testing.T) {
 	}
 	h, _ = host.Open(dir)
 	r = run(t, h, "")
-	if !strings.Contains(r.Partial["firmware"], "only root can read") {
-		t.Errorf("partial %v", r.Partial)
+	for _, id := range []string{"firmware-rebar", "firmware-pcie"} {
+		if !strings.Contains(r.Partial[id], "only root can read") {
+			t.Errorf("%s: partial %v", id, r.Partial)
+		}
+	}
+	if _, ok := r.Partial["firmware-numa"]; ok {
+		t.Errorf("firmware-numa marked partial: %v", r.Partial)
 	}
 }
 
@@ -838,14 +881,14 @@ func TestRealLogsMatrix(t *testing.T) {
 // firmware report warns that GPUs of one socket are on different nodes.
 func TestFirmwareNPSSplitsGPUs(t *testing.T) {
 	h := sample(t, map[string]string{
-		"sys/devices/system/node/node0/cpulist":                      "0-31,128-159\n",
-		"sys/devices/system/node/node2/cpulist":                      "32-63,160-191\n",
-		"sys/devices/system/node/node1/cpulist":                      "64-95,192-223\n",
-		"sys/devices/system/node/node3/cpulist":                      "96-127,224-255\n",
+		"sys/devices/system/node/node0/cpulist":                      "0-15,64-79\n",
+		"sys/devices/system/node/node2/cpulist":                      "16-31,80-95\n",
+		"sys/devices/system/node/node1/cpulist":                      "32-47,96-111\n",
+		"sys/devices/system/node/node3/cpulist":                      "48-63,112-127\n",
 		"sys/devices/pci0000:10/0000:10:01.1/0000:11:00.0/numa_node": "2\n",
 	})
 	r := run(t, h, "")
-	f := find(r, "firmware", Warning)
+	f := find(r, "firmware-numa", Warning)
 	if f == nil || !strings.HasPrefix(f.Title, "NPS2 puts GPUs of one socket on different NUMA nodes") ||
 		!strings.Contains(strings.Join(f.Evidence, "\n"), "socket 0: node 0: 0000:01:00.0 0000:61:00.0 0000:71:00.0; node 2: 0000:11:00.0") {
 		t.Errorf("no warning of the split socket: %+v", r.Findings)

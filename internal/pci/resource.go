@@ -97,3 +97,30 @@ func ParseResource(text string) ([]BAR, error) {
 	}
 	return bars, nil
 }
+
+// bridgeWindows is how many lines of a bridge's "resource" are its windows: the last
+// ones, after the BARs, the ROM and (on kernels with SR-IOV) the 6 SR-IOV BARs.
+const bridgeWindows = 4
+
+// ParseWindows reads a bridge's windows from its sysfs "resource" file: the address
+// ranges it forwards to the buses below it, those the kernel opened (I/O, memory,
+// prefetchable memory). Lines that do not parse are left out: a window is information,
+// never a reason to refuse a device.
+func ParseWindows(text string) []BAR {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(lines) != 11 && len(lines) != 17 { // 7 or 13 lines of the function's own, then 4
+		return nil
+	}
+	var out []BAR
+	for i, line := range lines[len(lines)-bridgeWindows:] {
+		var start, end, flags uint64
+		if _, err := fmt.Sscanf(line, "0x%x 0x%x 0x%x", &start, &end, &flags); err != nil || end <= start || flags&(resIO|resMem) == 0 {
+			continue
+		}
+		out = append(out, BAR{
+			Index: i, Start: start, Size: end - start + 1, Flags: flags,
+			IO: flags&resIO != 0, Is64Bit: flags&resMem64 != 0, Prefetchable: flags&resPrefetch != 0,
+		})
+	}
+	return out
+}

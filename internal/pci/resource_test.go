@@ -2,6 +2,7 @@ package pci
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -303,4 +304,36 @@ func FuzzParseResource(f *testing.F) {
 			t.Fatalf("ParseResource(%q) failed at line %d returning %+v; the lines before it give %+v", s, n, bars, before)
 		}
 	})
+}
+
+// A root port's resource file from a real kernel (root port 0000:00:10.0 of
+// testdata/vm/flat-vm.tar.gz, Debian's kernel under QEMU q35): 13 lines of its own, then its I/O, memory and
+// prefetchable windows and an unused fourth.
+func TestParseWindows(t *testing.T) {
+	own := strings.Repeat("0x0000000000000000 0x0000000000000000 0x0000000000000000\n", 13)
+	cases := []struct {
+		name, text string
+		want       []BAR
+	}{
+		{"root port", own + "0x0000000000004000 0x0000000000004fff 0x0000000000000100\n" +
+			"0x00000000fe000000 0x00000000fe1fffff 0x0000000000000200\n" +
+			"0x00000000fea00000 0x00000000febfffff 0x0000000000102201\n" +
+			"0x0000000000000000 0x0000000000000000 0x0000000000000000\n", []BAR{
+			{Index: 0, Start: 0x4000, Size: 0x1000, Flags: 0x100, IO: true},
+			{Index: 1, Start: 0xfe000000, Size: 0x200000, Flags: 0x200},
+			{Index: 2, Start: 0xfea00000, Size: 0x200000, Flags: 0x102201, Is64Bit: true, Prefetchable: true},
+		}},
+		{"no windows open", own + strings.Repeat("0x0000000000000000 0x0000000000000000 0x0000000000000000\n", 4), nil},
+		{"an endpoint", own, nil},
+		{"a kernel without SR-IOV", strings.Repeat("0x0000000000000000 0x0000000000000000 0x0000000000000000\n", 9) +
+			"0x0000020000000000 0x00000221ffffffff 0x0000000000102201\n0x0000000000000000 0x0000000000000000 0x0000000000000000\n", []BAR{
+			{Index: 2, Start: 0x20000000000, Size: 0x2200000000, Flags: 0x102201, Is64Bit: true, Prefetchable: true},
+		}},
+		{"garbage", own + "x\ny\nz\nw\n", nil},
+	}
+	for _, c := range cases {
+		if got := ParseWindows(c.text); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
-// The sample host kpro6: a Proxmox VE 9 cluster node with two AMD EPYC 9005 (Turin)
-// sockets of 64 cores each and 8 × NVIDIA RTX PRO 6000 Blackwell Workstation Edition,
+// The sample host kpro6: a Proxmox VE 9 cluster node, an ASUS ESC8000A-E13 with two AMD
+// EPYC 9335 (Turin, 32 cores each) and 8 × NVIDIA RTX PRO 6000 Blackwell Workstation Edition,
 // each GPU behind its own root port on its own root complex: 01, 11, 61, 71 on NUMA 0
 // and 81, 91, e1, f1 on NUMA 1. All eight are on the nvidia driver and passed to LXC
 // container 129 (the state before a split); VM 131 would use four of them through the
@@ -79,7 +79,7 @@ func kpro6() fakehost.Machine {
 		bridges = append(bridges, fakehost.HostBridge{Domain: 0, Bus: rc, NUMA: numa, Devices: devs})
 	}
 	m := fakehost.Machine{
-		Nodes:         []fakehost.Node{{ID: 0, CPUs: "0-63,128-191"}, {ID: 1, CPUs: "64-127,192-255"}},
+		Nodes:         []fakehost.Node{{ID: 0, CPUs: "0-31,64-95"}, {ID: 1, CPUs: "32-63,96-127"}},
 		IOMMU:         true,
 		Bridges:       bridges,
 		Drivers:       []string{"vfio-pci"},
@@ -437,18 +437,18 @@ const kernelLog = `5,0,0,-;Linux version 6.17.2-1-pve (build@proxmox) (gcc (Debi
 6,2295,10301881,-;nvidia-modeset: Loading NVIDIA UNIX Open Kernel Mode Setting Driver for x86_64  580.95.05  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Thu Oct  9 21:11:38 UTC 2025
 `
 
-// cpuinfo is /proc/cpuinfo of two EPYC 9555 (Zen 5: family 0x1a, model 0x02) with SMT:
-// CPUs 0-63 and 128-191 are socket 0's cores and their siblings, 64-127 and 192-255
-// socket 1's.
+// cpuinfo is /proc/cpuinfo of two EPYC 9335 (Zen 5: family 0x1a, model 0x02; 4 CCDs of
+// 8 cores) with SMT: CPUs 0-31 and 64-95 are socket 0's cores and their siblings, 32-63
+// and 96-127 socket 1's.
 func cpuinfo() string {
 	const flags = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good amd_lbr_v2 nopl nonstop_tsc cpuid extd_apicid aperfmperf rapl pni pclmulqdq monitor ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm cmp_legacy svm extapic cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw ibs skinit wdt tce topoext perfctr_core perfctr_nb bpext perfctr_llc mwaitx cpb cat_l3 cdp_l3 hw_pstate ssbd mba perfmon_v2 ibrs ibpb stibp ibrs_enhanced vmmcall fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid cqm rdt_a avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local user_shstk avx_vnni avx512_bf16 clzero irperf xsaveerptr rdpru wbnoinvd amd_ppin cppc arat npt lbrv svm_lock nrip_save tsc_scale vmcb_clean flushbyasid decodeassists pausefilter pfthreshold avic v_vmsave_vmload vgif x2avic v_spec_ctrl vnmi avx512vbmi umip pku ospke avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid bus_lock_detect movdiri movdir64b overflow_recov succor smca fsrm avx512_vp2intersect flush_l1d debug_swap"
 	var b strings.Builder
-	for cpu := range 256 {
-		socket, core := cpu/64%2, cpu%64
-		apic := socket<<7 | core<<1 | cpu/128
+	for cpu := range 128 {
+		socket, core := cpu/32%2, cpu%32
+		apic := socket<<7 | core<<1 | cpu/64
 		fmt.Fprintf(&b, "processor\t: %d\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n", cpu)
-		fmt.Fprintf(&b, "model name\t: AMD EPYC 9555 64-Core Processor\nstepping\t: 1\nmicrocode\t: 0xb002116\ncpu MHz\t\t: 1500.000\ncache size\t: 1024 KB\n")
-		fmt.Fprintf(&b, "physical id\t: %d\nsiblings\t: 128\ncore id\t\t: %d\ncpu cores\t: 64\napicid\t\t: %d\ninitial apicid\t: %d\n", socket, core, apic, apic)
+		fmt.Fprintf(&b, "model name\t: AMD EPYC 9335 32-Core Processor\nstepping\t: 1\nmicrocode\t: 0xb002116\ncpu MHz\t\t: 1500.000\ncache size\t: 1024 KB\n")
+		fmt.Fprintf(&b, "physical id\t: %d\nsiblings\t: 64\ncore id\t\t: %d\ncpu cores\t: 32\napicid\t\t: %d\ninitial apicid\t: %d\n", socket, core, apic, apic)
 		fmt.Fprintf(&b, "fpu\t\t: yes\nfpu_exception\t: yes\ncpuid level\t: 16\nwp\t\t: yes\nflags\t\t: %s\n", flags)
 		b.WriteString("bugs\t\t: sysret_ss_attrs spectre_v1 spectre_v2 spec_store_bypass\nbogomips\t: 6390.81\nTLB size\t: 192 4K pages\nclflush size\t: 64\ncache_alignment\t: 64\naddress sizes\t: 52 bits physical, 57 bits virtual\npower management: ts ttp tm hwpstate cpb eff_freq_ro [13] [14] [15]\n\n")
 	}

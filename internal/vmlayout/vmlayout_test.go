@@ -81,7 +81,7 @@ func afterSplit(t *testing.T) (*host.Host, *inventory.Inventory) {
 
 func guest(t *testing.T, m fakehost.Machine) (*host.Host, *inventory.Inventory) {
 	t.Helper()
-	m.Files["proc/cpuinfo"] = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9555 64-Core Processor\nflags\t\t: fpu hypervisor\n\n"
+	m.Files["proc/cpuinfo"] = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9335 32-Core Processor\nflags\t\t: fpu hypervisor\n\n"
 	h, err := m.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -525,7 +525,9 @@ func uevent(a pci.Address, d Device) string {
 }
 
 // resource writes the kernel's "start end flags" lines: 13 for an endpoint (6 BARs,
-// the ROM, 6 SR-IOV BARs), 17 for a bridge (plus its 4 windows, printed as zero).
+// the ROM, 6 SR-IOV BARs), 17 for a bridge, whose last 4 are its windows (I/O, memory,
+// prefetchable memory, and one the kernel leaves unused), each the span of what the
+// devices below it were given, as the kernel sizes them (4 KiB and 1 MiB granules).
 func resource(d Device) string {
 	n := 13
 	if d.Class>>8 == 0x0604 {
@@ -539,11 +541,60 @@ func resource(d Device) string {
 		}
 		lines[bar.Index] = [3]uint64{bar.Start, end, bar.Flags}
 	}
+	if n == 17 {
+		var w windows
+		w.below(d.Children)
+		for i, win := range w {
+			if win.end != 0 {
+				lines[13+i] = [3]uint64{win.start, win.end, win.flags}
+			}
+		}
+	}
 	var s strings.Builder
 	for _, l := range lines {
 		fmt.Fprintf(&s, "0x%016x 0x%016x 0x%016x\n", l[0], l[1], l[2])
 	}
 	return s.String()
+}
+
+// windows are a bridge's I/O, memory and prefetchable memory windows.
+type windows [3]struct{ start, end, flags uint64 }
+
+// Window flags as sysfs prints a bridge's windows: I/O, memory, and 64-bit prefetchable
+// memory (the low bit is the bridge's "64-bit prefetchable range" type).
+const (
+	winIO     = 0x100
+	winMem    = 0x200
+	winPref64 = 0x102201
+)
+
+// below widens the windows to hold the assigned BARs of devices and everything under them.
+func (w *windows) below(devices []Device) {
+	for _, c := range devices {
+		for _, bar := range c.BARs {
+			if bar.Start == 0 || bar.Flags&Unset != 0 {
+				continue
+			}
+			i, grain, flags := 1, uint64(1<<20), uint64(winMem)
+			switch {
+			case bar.Index == 6: // the kernel places ROMs in the memory window
+			case bar.Flags&0x100 != 0:
+				i, grain, flags = 0, 1<<12, winIO
+			case bar.Flags&0x2000 != 0:
+				i, flags = 2, winPref64
+			}
+			w.add(i, bar.Start&^(grain-1), (bar.Start+bar.Size+grain-1)&^(grain-1)-1, flags)
+		}
+		w.below(c.Children)
+	}
+}
+
+func (w *windows) add(i int, start, end, flags uint64) {
+	if w[i].end == 0 || start < w[i].start {
+		w[i].start = start
+	}
+	w[i].end = max(w[i].end, end)
+	w[i].flags = flags
 }
 
 // config writes the identity part of config space and zeros for the rest: ids,

@@ -481,13 +481,13 @@ func Fixtures() []Fixture {
 // GuestVM131 is the sample host's VM 131 after the reference split, seen from inside:
 // q35, the four NUMA-1 RTX PRO 6000 of mapping pro6000-vm as hostpci0–3 with pcie=1, so
 // behind the root ports at 00:1c.0–00:1c.3 (buses 01–04), and 64 vCPUs (cpu: host, AMD
-// EPYC 9555) in one guest NUMA node, which numa0 binds to host node 1. The guest itself
+// EPYC 9335) in one guest NUMA node, which numa0 binds to host node 1. The guest itself
 // knows nothing of that node: every device has numa_node -1.
 func GuestVM131() Machine {
 	m := ProxmoxQ35Guest(4, []Node{{ID: 0, CPUs: "0-63"}})
 	var cpuinfo strings.Builder
 	for cpu := range 64 {
-		fmt.Fprintf(&cpuinfo, "processor\t: %d\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9555 64-Core Processor\nstepping\t: 1\n", cpu)
+		fmt.Fprintf(&cpuinfo, "processor\t: %d\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9335 32-Core Processor\nstepping\t: 1\n", cpu)
 		fmt.Fprintf(&cpuinfo, "physical id\t: %d\nsiblings\t: 32\ncore id\t\t: %d\ncpu cores\t: 32\napicid\t\t: %d\n", cpu/32, cpu%32, cpu)
 		cpuinfo.WriteString("flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm rep_good nopl cpuid extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy svm cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext perfctr_core ssbd ibrs ibpb stibp vmmcall fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves avx_vnni avx512_bf16 clzero xsaveerptr wbnoinvd arat npt nrip_save avx512vbmi umip pku ospke avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg avx512_vpopcntdq rdpid movdiri movdir64b fsrm avx512_vp2intersect flush_l1d arch_capabilities\naddress sizes\t: 52 bits physical, 57 bits virtual\n\n")
 	}
@@ -567,6 +567,6 @@ GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 console=ttyS0"
 # Set the grub console type
 GRUB_TERMINAL=console
 `
-	m.Files["proc/cpuinfo"] = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9555 64-Core Processor\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm rep_good nopl cpuid extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy svm cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext\naddress sizes\t: 40 bits physical, 48 bits virtual\n"
+	m.Files["proc/cpuinfo"] = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9335 32-Core Processor\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm rep_good nopl cpuid extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy svm cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext\naddress sizes\t: 40 bits physical, 48 bits virtual\n"
 	return m
 }
