@@ -15,11 +15,21 @@ import (
 )
 
 // archiveBackend holds a snapshot archive unpacked in memory.
-type archiveBackend struct{ e *entries }
+type archiveBackend struct {
+	e *entries
+	// top is the folder every member sat under, read as the root ("host1"); "" when the
+	// members are relative to the root.
+	top string
+}
 
 // OpenArchive reads a snapshot: a tar archive, gzip-compressed or not, whose members are
 // paths relative to the root ("sys/devices/…" or "./sys/devices/…"), with symbolic links
 // kept as links. name is used in messages.
+//
+// Many people pack a capture with its folder ("host1/sys/…", "host1/proc/…"; hwloc's
+// test captures are so), which is no root of a host. When every member sits under one
+// folder that holds a sysfs (a sys/ with bus/ or devices/ in it: procfs has a sys/ of
+// its own), that folder is read as the root, and ArchiveTop names it.
 //
 // An archive is refused as a whole when it is larger than a host's snapshot can be
 // (MaxArchiveBytes, MaxArchiveEntries, MaxArchiveStream, MaxPathBytes): then the error
@@ -58,8 +68,21 @@ func OpenArchive(name string, r io.Reader) (*Host, error) {
 			return nil, fmt.Errorf("snapshot %s: %w", name, err)
 		}
 	}
+	top := u.e.soleTop()
+	if top != "" {
+		u.e = u.e.reroot(top)
+	}
 	u.e.finish()
-	return newHost(name, &archiveBackend{u.e}), nil
+	return newHost(name, &archiveBackend{e: u.e, top: strings.TrimPrefix(top, "/")}), nil
+}
+
+// ArchiveTop returns the folder of a snapshot archive that was read as its root because
+// every member sat under it ("host1"), or "" for any other root.
+func (h *Host) ArchiveTop() string {
+	if a, ok := h.fs.(*archiveBackend); ok {
+		return a.top
+	}
+	return ""
 }
 
 // maxArchiveStream is MaxArchiveStream, lowered by tests.

@@ -92,6 +92,60 @@ func (e *entries) grow() {
 	}
 }
 
+// soleTop returns the path of the one directory at the top of the archive ("/host1")
+// when it is the only entry there, is not itself a root's directory (sys), and holds a
+// sysfs: sys/bus or sys/devices. Otherwise "". Called before finish.
+func (e *entries) soleTop() string {
+	top := int32(-1)
+	for i := int32(1); i < e.n; i++ {
+		if e.at(i).parent != 0 {
+			continue
+		}
+		if top >= 0 {
+			return ""
+		}
+		top = i
+	}
+	if top < 0 || e.at(top).kind != Dir || e.at(top).path == "/sys" {
+		return ""
+	}
+	p := e.at(top).path
+	for _, sub := range []string{"/sys/bus", "/sys/devices"} {
+		if i, ok := e.lookup(p + sub); ok && e.at(i).kind == Dir {
+			if j, ok := e.lookup(p + "/sys"); ok && e.at(j).kind == Dir {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// reroot returns the entries below the directory top, with top as their root, and
+// leaves e unusable. Entries are inserted after the directory that holds them, so one
+// pass in order rebuilds the tree with its parents known; each chunk of e is let go once
+// copied, so that the two sets of entries are not held whole at once (the paths and
+// contents are shared, not copied). Called before finish.
+func (e *entries) reroot(top string) *entries {
+	out := newEntries()
+	e.table = nil
+	at := make([]int32, e.n) // index in out of each entry of e
+	for i := int32(1); i < e.n; i++ {
+		n := *e.at(i)
+		if (i+1)%chunkLen == 0 {
+			e.chunks[i/chunkLen] = nil
+		}
+		if n.path == top {
+			at[i] = 0
+			continue
+		}
+		n.path = n.path[len(top):]
+		n.parent = at[n.parent]
+		at[i] = out.insert(n)
+	}
+	e.chunks = nil
+	return out
+}
+
 // finish lists every directory's entries, sorted by name.
 func (e *entries) finish() {
 	for i := int32(1); i < e.n; i++ {

@@ -103,7 +103,8 @@ func archiveTree(t *testing.T, entries []treeEntry, prefix string, compress bool
 	return buf.Bytes()
 }
 
-// hosts returns the same tree as a directory and as archives, with and without "./".
+// hosts returns the same tree as a directory and as archives, with and without "./",
+// and packed under one folder as many people pack a capture (read as that folder's root).
 func hosts(t *testing.T, entries []treeEntry) map[string]*Host {
 	t.Helper()
 	out := map[string]*Host{}
@@ -113,10 +114,12 @@ func hosts(t *testing.T, entries []treeEntry) map[string]*Host {
 	}
 	out["dir"] = dir
 	for name, a := range map[string][]byte{
-		"tar.gz":     archiveTree(t, entries, "", true),
-		"tar.gz ./":  archiveTree(t, entries, "./", true),
-		"plain tar":  archiveTree(t, entries, "", false),
-		"tar.gz abs": archiveTree(t, entries, "/", true),
+		"tar.gz":          archiveTree(t, entries, "", true),
+		"tar.gz ./":       archiveTree(t, entries, "./", true),
+		"plain tar":       archiveTree(t, entries, "", false),
+		"tar.gz abs":      archiveTree(t, entries, "/", true),
+		"tar.gz host1/":   archiveTree(t, entries, "host1/", true),
+		"tar.gz ./host1/": archiveTree(t, append([]treeEntry{{path: "", dir: true}}, entries...), "./host1/", true),
 	} {
 		h, err := OpenArchive(name, bytes.NewReader(a))
 		if err != nil {

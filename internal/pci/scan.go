@@ -108,6 +108,11 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 	if t.dropped > 0 {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("… and %s", plural.S(t.dropped, "more warning")))
 	}
+	if top := h.ArchiveTop(); top != "" {
+		// Said first: it is about every path of the root, and reading another
+		// folder as the root than the one meant would explain whatever follows.
+		t.Warnings = append([]string{fmt.Sprintf("%s: every member is under %s/, so %s/ is read as the root", h.Root(), top, top)}, t.Warnings...)
+	}
 	return NewTree(devs, t.Warnings), nil
 }
 
