@@ -6,8 +6,10 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +48,90 @@ func members(t *testing.T, archive []byte) map[string]string {
 	}
 }
 
+// entry is a member of an archive: its type, and a link's target or a file's contents.
+type entry struct {
+	typ  byte // tar.TypeReg, TypeSymlink, TypeDir
+	link string
+	body string
+}
+
+func (e entry) String() string {
+	switch e.typ {
+	case tar.TypeSymlink:
+		return "a link to " + e.link
+	case tar.TypeDir:
+		return "a directory"
+	case tar.TypeReg:
+		return fmt.Sprintf("a file of %d bytes %q", len(e.body), e.body[:min(len(e.body), 40)])
+	}
+	return fmt.Sprintf("a member of type %q", e.typ)
+}
+
+// entries lists an archive by name, each member with its type.
+func entries(t *testing.T, archive []byte) map[string]entry {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]entry{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		if _, dup := out[name]; dup {
+			t.Errorf("%s is twice in the archive", name)
+		}
+		e := entry{typ: hdr.Typeflag, link: hdr.Linkname}
+		if e.typ == tar.TypeRegA {
+			e.typ = tar.TypeReg
+		}
+		if e.typ == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.body = string(b)
+		}
+		out[name] = e
+	}
+}
+
+// sameMembers checks that a re-snapshot holds the members of the snapshot it was taken
+// of, no more and no fewer, each of the same type with the same link target or the same
+// contents.
+func sameMembers(t *testing.T, what string, first, second []byte) {
+	t.Helper()
+	a, b := entries(t, first), entries(t, second)
+	if len(a) == 0 {
+		t.Fatalf("%s: the snapshot is empty", what)
+	}
+	var problems []string
+	for _, p := range slices.Sorted(maps.Keys(a)) {
+		switch e, ok := b[p]; {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s is missing from the re-snapshot (%s)", p, a[p]))
+		case e != a[p]:
+			problems = append(problems, fmt.Sprintf("%s is %s in the snapshot, %s in the re-snapshot", p, a[p], e))
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(b)) {
+		if _, ok := a[p]; !ok {
+			problems = append(problems, fmt.Sprintf("%s is only in the re-snapshot (%s)", p, b[p]))
+		}
+	}
+	if len(problems) > 0 {
+		t.Errorf("%s: %d of %d members differ between the snapshot and the snapshot of it:\n%s",
+			what, len(problems), len(a), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+}
+
 func snap(t *testing.T, h *host.Host) ([]byte, *Summary) {
 	t.Helper()
 	var buf bytes.Buffer
@@ -71,15 +157,8 @@ func TestCaptureRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	second, _ := snap(t, again)
-	a, b := members(t, first), members(t, second)
-	if len(a) != len(b) {
-		t.Errorf("first capture has %d members, the capture of it %d", len(a), len(b))
-	}
-	for p, v := range a {
-		if b[p] != v {
-			t.Errorf("%s differs between a snapshot and the snapshot of it", p)
-		}
-	}
+	sameMembers(t, "the sample host", first, second)
+	a := members(t, first)
 	if sum.Files == 0 || sum.Links == 0 || sum.Bytes == 0 || len(sum.Unreadable) != 0 {
 		t.Errorf("summary %+v", sum)
 	}
@@ -191,9 +270,7 @@ func TestCapturedGuestsOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		again, _ := snap(t, h)
-		if a, b := members(t, b), members(t, again); len(a) != len(b) {
-			t.Errorf("%s: %d members, its capture %d", f, len(a), len(b))
-		}
+		sameMembers(t, f, b, again)
 	}
 }
 
