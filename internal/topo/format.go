@@ -30,7 +30,8 @@ relations above say nothing about the real hardware. Run gpusplit on the host to
 const NVLinkNote = "NVLink (NV#) cannot be seen from sysfs: GPUs joined by NVLink show their PCIe relation.\n"
 
 // WriteText writes the matrix as nvidia-smi topo -m does: TAB-separated cells, " X " on
-// the diagonal, CPU and NUMA affinity per GPU (N/A when unknown), then the legend.
+// the diagonal, CPU and NUMA affinity and GPU NUMA ID per GPU (N/A when unknown; the
+// GPU NUMA ID once ReadGPUNUMAIDs has read it), then the legend.
 func (m *Matrix) WriteText(w io.Writer) error {
 	var b strings.Builder
 	labels := m.Labels()
@@ -59,9 +60,9 @@ func (m *Matrix) WriteText(w io.Writer) error {
 			// nvidia-smi pads the NUMA Affinity column with two TABs after a node
 			// number, and puts two TABs on each side of N/A.
 			if g.NUMANode >= 0 {
-				fmt.Fprintf(&b, "\t%s\t%d\t\tN/A", cpus, g.NUMANode)
+				fmt.Fprintf(&b, "\t%s\t%d\t\t%s", cpus, g.NUMANode, m.GPUNUMAID(i))
 			} else {
-				fmt.Fprintf(&b, "\t%s\t\tN/A\t\tN/A", cpus)
+				fmt.Fprintf(&b, "\t%s\t\tN/A\t\t%s", cpus, m.GPUNUMAID(i))
 			}
 		}
 		b.WriteString("\n")

@@ -109,6 +109,83 @@ type Matrix struct {
 	GPUs  []*pci.Device // rows and columns, in PCI address order
 	NICs  []NIC         // after the GPUs
 	Cells [][]Relation  // [row][column], GPUs then NICs
+	// GPUNUMAIDs are, in the order of GPUs, the NUMA nodes of the GPUs' own memory
+	// (ReadGPUNUMAIDs), -1 where none is stated; nil until read, all unknown.
+	GPUNUMAIDs []int
+}
+
+// NVIDIANUMAStatus is where the nvidia driver says which NUMA node a GPU's memory is, on
+// the machines where that memory is a node of its own (Grace Hopper and Grace Blackwell,
+// POWER9 with NVLink): the directory is named by the GPU's address.
+const NVIDIANUMAStatus = "/proc/driver/nvidia/gpus/%s/numa_status"
+
+// ReadGPUNUMAIDs fills GPUNUMAIDs from the nvidia driver's numa_status files, which is
+// what nvidia-smi prints as GPU NUMA ID: the node of the GPU's memory, not the node of
+// the CPUs near it (NUMA Affinity). A GPU without the file (any GPU of a machine whose
+// GPU memory is no NUMA node, any GPU not on the nvidia driver) has none.
+func (m *Matrix) ReadGPUNUMAIDs(h *host.Host) {
+	m.GPUNUMAIDs = make([]int, len(m.GPUs))
+	for i, g := range m.GPUs {
+		m.GPUNUMAIDs[i] = -1
+		s, err := h.ReadString(fmt.Sprintf(NVIDIANUMAStatus, g.Address))
+		if err != nil {
+			continue
+		}
+		if n, ok := ParseNUMAStatus(s); ok {
+			m.GPUNUMAIDs[i] = n
+		}
+	}
+}
+
+// maxNUMANode bounds the node numbers believed, against garbage: a kernel has at most
+// 1 << NODES_SHIFT nodes, and builds with NODES_SHIFT of 10 at most on x86 and arm64 (8 by
+// default on POWER, whose GPUs' nodes are numbered down from 255).
+const maxNUMANode = 1 << 16
+
+// ParseNUMAStatus reads the node from a numa_status file, as nv_procfs_read_numa_status
+// in the driver's kernel-open/nvidia/nv-procfs.c writes it:
+//
+//	Node:      255
+//	Status:    online
+//	Address:   40000000000
+//	Size:      3f0000000
+//
+// (Address and Size only once the GPU has been opened). The node is taken whatever the
+// status says of its memory being online, as the node is the GPU's all the same, except
+// where the status says the GPU is no NUMA node ("disabled") or is not one the driver
+// knows ("invalid"), or the node is -1 (none).
+func ParseNUMAStatus(s string) (int, bool) {
+	node, status := "", ""
+	for _, line := range strings.Split(s, "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(key) {
+		case "Node":
+			node = strings.TrimSpace(value)
+		case "Status":
+			status = strings.TrimSpace(value)
+		}
+	}
+	switch status {
+	case "offline", "online_in_progress", "online", "online_failed", "offline_in_progress", "offline_failed":
+	default:
+		return -1, false
+	}
+	n, err := strconv.Atoi(node)
+	if err != nil || n < 0 || n >= maxNUMANode {
+		return -1, false
+	}
+	return n, true
+}
+
+// GPUNUMAID returns GPU i's NUMA ID as nvidia-smi prints it: the number, or N/A.
+func (m *Matrix) GPUNUMAID(i int) string {
+	if i < 0 || i >= len(m.GPUNUMAIDs) || m.GPUNUMAIDs[i] < 0 {
+		return "N/A"
+	}
+	return strconv.Itoa(m.GPUNUMAIDs[i])
 }
 
 // Build computes the matrix. GPUs are put in PCI address order.
