@@ -835,10 +835,11 @@ func TestSuppressedFaults(t *testing.T) {
 func TestRealLogsMatrix(t *testing.T) {
 	fires := map[string][]string{
 		"gpu-lost": {"akash-network-support-244.log", "gpu-burn-1.log", "gpu-operator-1146.log", "nvidia-forum-364958.log", "nvidia-forum-371272.log",
-			"nvsentinel-155.log", "open-gpu-kernel-modules-1200.log", "open-gpu-kernel-modules-446.log", "pop-3363.log", "returnn-1500.log"},
+			"nvsentinel-155.log", "open-gpu-kernel-modules-1200.log", "open-gpu-kernel-modules-446.log", "pop-3363.log", "returnn-1500.log", "vllm-40652.log"},
 		"gpu-init-failed": {"bumblebee-111.log", "bumblebee-134.log", "gpu-operator-1146.log", "gpu-operator-649.log", "gpu-passthrough-tutorial-39.log",
 			"kata-containers-11708.log", "nvidia-exec-45.log", "nvsentinel-155.log", "open-gpu-kernel-modules-789.log", "proxmox-forum-179366.log"},
-		"aer-errors":            {"gpu-burn-1.log", "pop-3363-aer.log", "returnn-1500.log"},
+		"aer-errors":            {"gpu-burn-1.log", "pop-3363-aer.log", "returnn-1486.log", "returnn-1500.log"},
+		"iommu-page-faults":     {"cuda-samples-48.log"},
 		"vfio-reset":            {"single-gpu-passthrough-103.log", "ultimate-macos-kvm-145.log"},
 		"vfio-bar-reserve":      {"talos-14356.log"},
 		"vfio-group-not-viable": {"vga-passthrough-15.log"},

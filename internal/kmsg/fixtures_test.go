@@ -719,6 +719,38 @@ var fixtures = map[string][]want{
 		{-1, "DMAR: [DMA Write] Request device [99:00.0] fault addr 0 [fault reason 05] PTE Write access is not set", found{Fault: &IOMMUFault{Kind: "DMAR", Device: "0000:99:00.0", Driver: "", Address: 0x0, Reason: "PTE Write access is not set"}}},
 		{-1, "DMAR: DRHD: handling fault status reg 2", found{}},
 	},
+	"vllm-40652.log": {
+		{-1, "NVRM: Xid (PCI:0000:48:00): 45, pid=22884, name=VLLM::Worker, channel 0x00000010 caused by previous Xid 45", found{Xid: &Xid{Device: "0000:48:00.0", Code: 45, Text: "channel 0x00000010 caused by previous Xid 45"}}},
+		{-1, "NVRM: Xid (PCI:0000:48:00): 45, pid=22884, name=VLLM::Worker, channel 0x00000011 caused by previous Xid 45", found{Xid: &Xid{Device: "0000:48:00.0", Code: 45, Text: "channel 0x00000011 caused by previous Xid 45"}}},
+		{-1, "NVRM: Xid (PCI:0000:48:00): 74, pid=22884, name=VLLM::Worker_TP, NVLink: fatal error detected on link 8(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)", found{Xid: &Xid{Device: "0000:48:00.0", Code: 74, Text: "NVLink: fatal error detected on link 8(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)"}}},
+		{-1, "NVRM: Xid (PCI:0000:48:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", found{Xid: &Xid{Device: "0000:48:00.0", Code: 154, Text: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"}}},
+		{-1, "NVRM: _kgspLogXid119: ********************************* GSP Timeout **********************************", found{}},
+		{-1, "NVRM: _kgspLogXid119: Note: Please also check logs above.", found{}},
+		{-1, "NVRM: GPU at PCI:0000:0b:00: GPU-ff3dfd6d-7042-cc8c-f3a6-84d9d6eb3a4b", found{}},
+		{-1, "NVRM: GPU Board Serial Number: 1563521019267", found{}},
+		{-1, "NVRM: kflcnCoreDumpNondestructive_IMPL: TRACE: 34 = 0x0000000004d9cacc", found{}},
+		{-1, "NVRM: _kgspLogXid119: ********************************************************************************", found{}},
+		{-1, "NVRM: _issueRpcAndWait: rpcRecvPoll timedout for fn 76 sequence 4127!", found{}},
+		{-1, "NVRM: Xid (PCI:0000:0b:00): 119, pid=11431, name=gpu-feature-dis, Timeout after 45s of waiting for RPC response from GPU3 GSP! Expected function 76 (GSP_RM_CONTROL) sequence 4128 (0x20803039 0xb0).", found{Xid: &Xid{Device: "0000:0b:00.0", Code: 119, Text: "Timeout after 45s of waiting for RPC response from GPU3 GSP! Expected function 76 (GSP_RM_CONTROL) sequence 4128 (0x20803039 0xb0)."}}},
+	},
+	"i915ovmfpkg-23-flr.log": {
+		{secs(498.270899), "vfio-pci 0000:00:02.0: not ready 1023ms after FLR; waiting", found{NotReady: &NotReady{Device: "0000:00:02.0", After: "FLR", GaveUp: false}}},
+	},
+	"returnn-1486.log": {
+		{-1, "pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0", found{}},
+		{-1, "pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "corrected", Bit: "", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=00001000/00002000", found{}},
+		{-1, "pcieport 0000:00:03.0:    [12] Timeout               ", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "", Bit: "Timeout", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0", found{}},
+		{-1, "pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "corrected", Bit: "", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=00001000/00002000", found{}},
+		{-1, "pcieport 0000:00:03.0:    [12] Timeout               ", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "", Bit: "Timeout", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0", found{}},
+		{-1, "pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "corrected", Bit: "", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=00001000/00002000", found{}},
+		{-1, "pcieport 0000:00:03.0:    [12] Timeout               ", found{AER: &AER{Driver: "pcieport", Device: "0000:00:03.0", Severity: "", Bit: "Timeout", NoRecovery: false}}},
+		{-1, "pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0", found{}},
+	},
 }
 
 func checkRecords(t *testing.T, recs []Record, wants []want, checkTime bool) {
