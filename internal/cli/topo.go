@@ -39,6 +39,7 @@ same tree as a Graphviz graph.`,
 				return err
 			}
 			m := topo.Build(inv.Devices(), topo.NICs(h, inv.Tree), topo.NUMANodes(h))
+			m.ReadGPUNUMAIDs(h)
 			switch {
 			case g.json():
 				return g.writeJSON(topoJSON(m))
@@ -62,7 +63,10 @@ type topoDoc struct {
 	Matrix       [][]string    `json:"matrix"`
 	CPUAffinity  []string      `json:"cpu_affinity"`
 	NUMAAffinity []int         `json:"numa_affinity"`
-	Flat         bool          `json:"flat"`
+	// GPUNUMAID is each GPU's memory's own NUMA node, where the nvidia driver states it
+	// (numa_status), else -1.
+	GPUNUMAID []int `json:"gpu_numa_id"`
+	Flat      bool  `json:"flat"`
 }
 
 type nicJSON struct {
@@ -71,9 +75,14 @@ type nicJSON struct {
 }
 
 func topoJSON(m *topo.Matrix) topoDoc {
-	doc := topoDoc{GPUs: []pci.Address{}, NICs: []nicJSON{}, Matrix: [][]string{}, CPUAffinity: []string{}, NUMAAffinity: []int{}, Flat: m.Flat()}
-	for _, d := range m.GPUs {
+	doc := topoDoc{GPUs: []pci.Address{}, NICs: []nicJSON{}, Matrix: [][]string{}, CPUAffinity: []string{}, NUMAAffinity: []int{}, GPUNUMAID: []int{}, Flat: m.Flat()}
+	for i, d := range m.GPUs {
 		doc.GPUs = append(doc.GPUs, d.Address)
+		id := -1
+		if i < len(m.GPUNUMAIDs) {
+			id = m.GPUNUMAIDs[i]
+		}
+		doc.GPUNUMAID = append(doc.GPUNUMAID, id)
 		doc.CPUAffinity = append(doc.CPUAffinity, d.LocalCPUs.String())
 		doc.NUMAAffinity = append(doc.NUMAAffinity, d.NUMANode)
 	}

@@ -52,6 +52,22 @@ type Bridge struct {
 // root ports), 14 (ivshmem), 1a–1f (the ICH9 functions and its first root ports).
 var pxbSlots = []int{0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x12, 0x13, 0x15, 0x16, 0x17, 0x18, 0x19}
 
+// freeSlots are the pxbSlots this VM leaves free. With machine: q35,viommu=virtio
+// qemu-server adds -device virtio-iommu-pci without an address, before the args, so QEMU
+// gives it the lowest free slot of pcie.0: 02 behind the display at 01, or 01 itself
+// when the VM has no display (vga: none or a serial terminal).
+func freeSlots(g *pve.Guest) []int {
+	machine, _ := g.Get("machine")
+	if pve.PropertyString(machine, "type")["viommu"] != "virtio" {
+		return pxbSlots
+	}
+	vga, _ := g.Get("vga")
+	if t := pve.PropertyString(vga, "type")["type"]; t == "none" || strings.HasPrefix(t, "serial") {
+		return pxbSlots // it takes 01, which no expander bridge uses
+	}
+	return slices.DeleteFunc(slices.Clone(pxbSlots), func(s int) bool { return s == 0x02 })
+}
+
 // firstBus is the lowest bus number of the expander bridges; the buses of pcie.0's own
 // hierarchy (its root ports and PCI bridges) stay below it.
 const firstBus = 0x80
@@ -158,8 +174,9 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 	slices.SortFunc(bridges, func(a, b pci.HostBridge) int {
 		return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(a.Bus, b.Bus))
 	})
-	if len(bridges) > len(pxbSlots) {
-		return nil, fmt.Errorf("the GPUs sit under %d host bridges; a q35 machine has %d free slots for expander bridges", len(bridges), len(pxbSlots))
+	slots := freeSlots(g)
+	if len(bridges) > len(slots) {
+		return nil, fmt.Errorf("the GPUs sit under %d host bridges; this q35 machine has %d free slots for expander bridges", len(bridges), len(slots))
 	}
 	step := (0x100 - firstBus) / len(bridges)
 	var devs []string
@@ -180,7 +197,7 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 			HostNUMA:   numa,
 			GuestNUMA:  guestNode[numa],
 			BusNr:      firstBus + k*step,
-			Slot:       pxbSlots[k],
+			Slot:       slots[k],
 		}
 		devs = append(devs, fmt.Sprintf("-device pxb-pcie,id=%s,bus_nr=%d,numa_node=%d,bus=pcie.0,addr=0x%x", b.ID, b.BusNr, b.GuestNUMA, b.Slot))
 		for j, e := range es {
@@ -189,7 +206,9 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 			// chassis numbers above qemu-server's (1–16 for its root ports, 1–4 for its
 			// PCI bridges), so that no chassis/slot pair repeats.
 			idx, _ := strconv.Atoi(n)
-			devs = append(devs, fmt.Sprintf("-device pcie-root-port,id=%s,bus=%s,addr=0x%x,chassis=%d,slot=0", port, b.ID, j, 0x80+idx))
+			// Each port its own port number too, as qemu-server numbers its own (port=N):
+			// the guest's PCIe link capabilities then tell the ports apart.
+			devs = append(devs, fmt.Sprintf("-device pcie-root-port,id=%s,bus=%s,addr=0x%x,port=%d,chassis=%d,slot=0", port, b.ID, j, 0x80+idx, 0x80+idx))
 			v, _ := g.Get(e.key)
 			opts := pve.PropertyString(v, "host")
 			for fi, f := range e.funcs {

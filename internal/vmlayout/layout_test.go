@@ -36,7 +36,7 @@ func TestApplyTwoNodes(t *testing.T) {
 		"numa: 1\nnuma0: cpus=0-31,hostnodes=0,memory=65536,policy=bind\nnuma1: cpus=32-63,hostnodes=1,memory=65536,policy=bind\n",
 		"hostpci8: 0000:82:00.0,pcie=1\n",
 		"args: -global q35-pcihost.pci-hole64-size=2048G -device pxb-pcie,id=gpusplit-pxb0,bus_nr=128,numa_node=0,bus=pcie.0,addr=0x2 ",
-		" -device pcie-root-port,id=gpusplit-rp0,bus=gpusplit-pxb0,addr=0x0,chassis=128,slot=0" +
+		" -device pcie-root-port,id=gpusplit-rp0,bus=gpusplit-pxb0,addr=0x0,port=128,chassis=128,slot=0" +
 			" -device vfio-pci,host=0000:01:00.0,id=gpusplit-hostpci0.0,bus=gpusplit-rp0,addr=0x0.0,multifunction=on" +
 			" -device vfio-pci,host=0000:01:00.1,id=gpusplit-hostpci0.1,bus=gpusplit-rp0,addr=0x0.1 ",
 		" -device pxb-pcie,id=gpusplit-pxb4,bus_nr=192,numa_node=1,bus=pcie.0,addr=0x6 ",

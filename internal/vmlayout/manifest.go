@@ -40,10 +40,17 @@ type Device struct {
 	// GuestPath is where the guest finds the function: the device.function of each hop
 	// from the root bus, "1c.0/00.0" for a function behind the root port at 00:1c.0.
 	// Bus numbers are left out, since the guest's firmware assigns them.
-	GuestPath   string      `json:"guest_path"`
+	GuestPath string `json:"guest_path"`
+	// Vendor and Device are the ids the guest sees: the host's, unless the entry
+	// overrides them (vendor-id=, device-id=), when HostVendor and HostDevice keep the
+	// host's. SubVendor and SubDevice are set only when overridden.
 	Vendor      string      `json:"vendor"` // "10de"
 	Device      string      `json:"device"` // "2bb1"
-	Class       string      `json:"class"`  // "0x030000", as sysfs writes it
+	HostVendor  string      `json:"host_vendor,omitempty"`
+	HostDevice  string      `json:"host_device,omitempty"`
+	SubVendor   string      `json:"sub_vendor,omitempty"`
+	SubDevice   string      `json:"sub_device,omitempty"`
+	Class       string      `json:"class"` // "0x030000", as sysfs writes it
 	HostAddress pci.Address `json:"host_address"`
 	HostNUMA    int         `json:"host_numa"` // -1 when unknown
 	// LinkSpeed and LinkWidth are the host link as NCCL reads it: the slower and

@@ -50,18 +50,91 @@ var pciSlots = [MaxHostpci]struct{ bus, slot uint8 }{
 
 // pciBridge is where the bridge of bus pci.N sits, as a guest path: on q35 behind the
 // DMI-to-PCI bridge at 1e.0 (pve-q35-4.0.cfg), on i440fx pci.0 is the root bus itself
-// and pci.1, pci.2 are bridges at 1e.0 and 1f.0.
-func pciBridge(q35 bool, bus uint8) string {
+// and pci.1, pci.2 are bridges at 1e.0 and 1f.0; with a legacy IGD, pci.2 moves behind
+// pci.1 at 1e.0 ("pci.2-igd" in get_pci_addr_map), so that slot 1f.0 stays the IGD's
+// ISA bridge's.
+func pciBridge(q35, legacyIGD bool, bus uint8) string {
 	if q35 {
 		return fmt.Sprintf("1e.0/%02x.0", bus+1)
 	}
-	switch bus {
-	case 0:
+	switch {
+	case bus == 0:
 		return ""
-	case 1:
+	case bus == 1:
 		return "1e.0"
+	case legacyIGD:
+		return "1e.0/1e.0"
 	}
 	return "1f.0"
+}
+
+// checkLegacyIGD applies qemu-server's rules for legacy-igd=1 (parse_hostpci_devices):
+// one such entry, i440fx, vga: none, no x-vga or mdev; the device itself is checked
+// with its alternatives (igdDevice). It says whether the VM has one.
+func checkLegacyIGD(g *pve.Guest, entries map[int]pve.Key, q35 bool) (bool, error) {
+	found := false
+	for i := range MaxHostpci {
+		k, ok := entries[i]
+		if !ok {
+			continue
+		}
+		opts := pve.PropertyString(k.Value, "host")
+		if opts["legacy-igd"] != "1" {
+			continue
+		}
+		vga, _ := g.Get("vga")
+		why := ""
+		switch {
+		case found:
+			why = "only one device can be assigned in legacy-igd mode"
+		case pve.PropertyString(vga, "type")["type"] != "none":
+			why = "legacy IGD assignment requires VGA mode to be 'none'"
+		case opts["rombar"] == "0":
+			why = "legacy IGD assignment requires rombar to be enabled"
+		case opts["x-vga"] == "1":
+			why = "legacy IGD assignment is not compatible with x-vga"
+		case opts["mdev"] != "":
+			why = "legacy IGD assignment is not compatible with mdev"
+		case q35:
+			why = "legacy IGD assignment is not compatible with q35"
+		}
+		if why != "" {
+			return false, fmt.Errorf("%s: %s, which qemu-server refuses at start", k.Name, why)
+		}
+		found = true
+	}
+	return found, nil
+}
+
+// igdDevice checks the device of a legacy-igd entry as qemu-server does: one function,
+// one alternative, and the host's 00:02.0, where Intel's integrated graphics sit.
+func igdDevice(key string, alts [][]pci.Address) error {
+	why := ""
+	switch {
+	case len(alts) > 1:
+		why = "legacy IGD assignment is not compatible with alternate devices"
+	case len(alts[0]) > 1:
+		why = "legacy IGD assignment is not compatible with multifunction devices"
+	case !strings.HasSuffix(alts[0][0].String(), "02.0"):
+		why = "legacy IGD assignment only works for devices on host bus 00:02.0"
+	}
+	if why != "" {
+		return fmt.Errorf("%s: %s, which qemu-server refuses at start", key, why)
+	}
+	return nil
+}
+
+// overrideIDs gives a device the ids that the entry's vendor-id, device-id, sub-vendor-id
+// and sub-device-id make the guest see (QEMU's x-pci-* properties), keeping the host's.
+func overrideIDs(d *Device, opts map[string]string) {
+	id := func(k string) string { return strings.ToLower(strings.TrimPrefix(opts[k], "0x")) }
+	if v := id("vendor-id"); v != "" && v != d.Vendor {
+		d.HostVendor, d.Vendor = d.Vendor, v
+	}
+	if v := id("device-id"); v != "" && v != d.Device {
+		d.HostDevice, d.Device = d.Device, v
+	}
+	d.SubVendor, d.SubDevice = id("sub-vendor-id"), id("sub-device-id")
 }
 
 // Predict reads VM vmid's configuration on this node and works out, with qemu-server's
@@ -81,6 +154,11 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 	if err != nil {
 		return nil, err
 	}
+	if tpl, _ := g.Get("template"); tpl == "1" {
+		// config_to_command keeps only the disks of a template, which starts for backups
+		// alone (and qm start refuses it): no hostpci device reaches a guest.
+		return nil, fmt.Errorf("VM %d is a template: qemu-server passes no hostpci device to a template, which starts only for backups; describe a VM cloned from it", vmid)
+	}
 	if a, _ := g.Get("arch"); a != "" && a != "x86_64" {
 		return nil, fmt.Errorf("VM %d is an %s guest; gpusplit knows qemu-server's x86_64 layouts only", vmid, a)
 	}
@@ -96,10 +174,15 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 		return nil, err
 	}
 	entries := g.Numbered("hostpci")
+	legacyIGD, err := checkLegacyIGD(g, entries, q35)
+	if err != nil {
+		return nil, err
+	}
 	predicted := map[string][]string{}
 	alternatives := map[string]int{}
 	running := h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid))
 	var elsewhere []string // devices on another driver than vfio-pci
+	var kept []string      // driver=keep: qemu-server leaves them on their driver
 	for i := range MaxHostpci {
 		k, ok := entries[i]
 		if !ok {
@@ -118,6 +201,11 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 		if err != nil {
 			return nil, err
 		}
+		if opts["legacy-igd"] == "1" {
+			if err := igdDevice(k.Name, alts); err != nil {
+				return nil, err
+			}
+		}
 		funcs, choice, err := p.choose(k.Name, alts)
 		if err != nil {
 			return nil, err
@@ -127,7 +215,12 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			alternatives[opts["mapping"]] = len(alts)
 		}
 		if d := t.Lookup(funcs[0]); d.Driver != "vfio-pci" && !running {
-			elsewhere = append(elsewhere, fmt.Sprintf("%s (%s)", funcs[0], cmp.Or(d.Driver, "no driver")))
+			what := fmt.Sprintf("%s (%s)", funcs[0], cmp.Or(d.Driver, "no driver"))
+			if opts["driver"] == "keep" {
+				kept = append(kept, what)
+			} else {
+				elsewhere = append(elsewhere, what)
+			}
 		}
 		// Where the slot is: behind a root port, on pcie.0 (Windows 7), or on a PCI bus.
 		var slot string
@@ -136,10 +229,12 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			slot = fmt.Sprintf("%02x", win7Slots[i])
 		case pcie:
 			slot = pcieRootPorts[i] + "/00"
+		case opts["legacy-igd"] == "1":
+			slot = "02" // pci.0 addr 2, the display's slot (get_pci_addr_map: legacy-igd)
 		default:
 			ps := pciSlots[i]
 			slot = fmt.Sprintf("%02x", ps.slot)
-			if b := pciBridge(q35, ps.bus); b != "" {
+			if b := pciBridge(q35, legacyIGD, ps.bus); b != "" {
 				slot = b + "/" + slot
 			}
 		}
@@ -150,7 +245,7 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			if len(funcs) > 1 {
 				fn = j // qemu-server numbers the functions of a multifunction entry in order
 			}
-			m.Devices = append(m.Devices, Device{
+			dev := Device{
 				Hostpci:     k.Name,
 				GuestPath:   fmt.Sprintf("%s.%d", slot, fn),
 				Vendor:      fmt.Sprintf("%04x", d.VendorID),
@@ -162,11 +257,19 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 				LinkWidth:   width,
 				Mapping:     opts["mapping"],
 				Choice:      choice,
-			})
+			}
+			if j == 0 {
+				// qemu-server gives the id overrides to the entry's first function only.
+				overrideIDs(&dev, opts)
+			}
+			m.Devices = append(m.Devices, dev)
 		}
 	}
 	if len(elsewhere) > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("%s not on vfio-pci now: qemu-server rebinds them when VM %d starts, taking them from whatever uses them; split the GPUs first (gpusplit plan, apply)", strings.Join(elsewhere, ", "), vmid))
+	}
+	if len(kept) > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%s not on vfio-pci, and their entries say driver=keep: qemu-server neither resets nor rebinds them, so VM %d cannot start until they are on vfio-pci (gpusplit plan, apply)", strings.Join(kept, ", "), vmid))
 	}
 	for _, mp := range slices.Sorted(maps.Keys(predicted)) {
 		m.Notes = append(m.Notes, fmt.Sprintf("mapping %s has %d devices on this node; qemu-server gives each entry the first one that is free when VM %d starts: %s, if no other VM holds them then", mp, alternatives[mp], vmid, strings.Join(predicted[mp], ", ")))
