@@ -48,6 +48,9 @@ func (e *Env) logGPU(device, driver string, group bool) bool {
 	if !sharedDrivers[driver] {
 		return false // nvme, xhci_hcd, ahci…: not a GPU, whatever the address is here
 	}
+	if e.Log != nil && e.Log.Bound[device] != "" {
+		return false // the log shows another driver on it: an NVMe drive there, not the GPU here
+	}
 	if e.Log != nil && !e.logHost {
 		en, ok := e.Log.Enumerated[device]
 		return ok && en.IsGPU()

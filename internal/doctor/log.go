@@ -51,6 +51,11 @@ type LogFacts struct {
 	// Enumerated is the PCI functions the log says the kernel found, by address; at
 	// most maxEnumerated.
 	Enumerated map[string]kmsg.Enumerated
+	// Bound is the driver the log last shows printing about each PCI device by its
+	// dev_printk prefix, where that driver is one that does not bind GPUs alike (nvme,
+	// xhci_hcd…): such a device is no GPU, whatever the address is on the host at hand.
+	// At most maxEnumerated.
+	Bound map[string]string
 	// Failures is what the log says went wrong with devices at run time, in the order
 	// it happened: Xids, GPUs that fell off the bus, AER errors; at most maxFailures,
 	// with FailureCount counting them all.
@@ -118,7 +123,7 @@ func keep[T any](list []T, v T) []T {
 
 // CollectLog reads a kernel log in one pass and keeps the lines the checks look for.
 func CollectLog(r io.Reader) (*LogFacts, error) {
-	f := &LogFacts{Enumerated: map[string]kmsg.Enumerated{}}
+	f := &LogFacts{Enumerated: map[string]kmsg.Enumerated{}, Bound: map[string]string{}}
 	err := kmsg.Scan(r, func(rec kmsg.Record) bool {
 		f.Records++
 		m := rec.Message
@@ -207,6 +212,12 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		}
 		if v, ok := kmsg.ParseEnumerated(m); ok && len(f.Enumerated) < maxEnumerated {
 			f.Enumerated[v.Device] = v
+		}
+		if drv, dev, ok := kmsg.ParseDriverPrefix(m); ok && !sharedDrivers[drv] && !gpuDrivers[drv] &&
+			drv != "pcieport" && // a port's own lines; the AER checks read ports apart
+
+			(len(f.Bound) < maxEnumerated || f.Bound[dev] != "") {
+			f.Bound[dev] = drv
 		}
 		f.failure(m, rec.Time)
 		f.initFailure(m)

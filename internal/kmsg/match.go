@@ -94,6 +94,13 @@ func pciPrefix(s string) (driver, bdf, rest string, ok bool) {
 	return driver, bdf, rest, true
 }
 
+// ParseDriverPrefix returns the driver and the PCI device a dev_printk line names by its
+// prefix ("nvme 0000:01:00.0: …"): which driver the log shows bound to that device.
+func ParseDriverPrefix(msg string) (driver, device string, ok bool) {
+	driver, device, _, ok = pciPrefix(msg)
+	return driver, device, ok
+}
+
 // cutTag drops one of the pr_fmt tags ("AMD-Vi: ", …) from the start of s.
 func cutTag(s string, tags ...string) (string, bool) {
 	for _, t := range tags {
