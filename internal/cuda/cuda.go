@@ -20,6 +20,20 @@ var ErrNoDriver = errors.New("the CUDA driver is not available")
 // Library is the CUDA driver's library, as the NVIDIA driver installs it.
 const Library = "libcuda.so.1"
 
+// Symbols are the driver's entry points that gpusplit-cuda binds, by their exported
+// names (cuda.h maps several to versioned ones: cuMemAlloc is cuMemAlloc_v2). Open needs
+// every one of them.
+var Symbols = []string{
+	"cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute",
+	"cuDeviceTotalMem_v2", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent",
+	"cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess",
+	"cuMemAlloc_v2", "cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuMemHostGetDevicePointer_v2",
+	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
+	"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamWaitEvent", "cuStreamWaitValue32_v2", "cuStreamSynchronize",
+	"cuEventCreate", "cuEventRecord", "cuEventElapsedTime", "cuEventDestroy_v2",
+	"cuGetErrorName", "cuGetErrorString",
+}
+
 // Device attributes (CUdevice_attribute in cuda.h).
 const (
 	attrPCIBus  = 33

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -18,7 +19,6 @@ import (
 // versioned (_v2) behind cuda.h's #defines.
 type api struct {
 	cuInit                    func(flags uint32) uint32
-	cuDriverGetVersion        func(v *int32) uint32
 	cuDeviceGetCount          func(n *int32) uint32
 	cuDeviceGet               func(dev *int32, ordinal int32) uint32
 	cuDeviceGetName           func(name *byte, n int32, dev int32) uint32
@@ -43,31 +43,48 @@ type api struct {
 	cuStreamCreate            func(s *uintptr, flags uint32) uint32
 	cuStreamDestroy           func(s uintptr) uint32
 	cuStreamWaitEvent         func(s, ev uintptr, flags uint32) uint32
+	cuStreamWaitValue32       func(s uintptr, addr uint64, value, flags uint32) uint32
+	cuStreamSynchronize       func(s uintptr) uint32
+	cuMemHostGetDevicePointer func(d *uint64, p unsafe.Pointer, flags uint32) uint32
 	cuEventCreate             func(ev *uintptr, flags uint32) uint32
 	cuEventRecord             func(ev, s uintptr) uint32
-	cuEventSynchronize        func(ev uintptr) uint32
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) uint32
 	cuEventDestroy            func(ev uintptr) uint32
 	cuGetErrorName            func(res uint32, s **byte) uint32
 	cuGetErrorString          func(res uint32, s **byte) uint32
 }
 
-// symbols names each entry point's exported symbol.
+// symbols names each entry point's exported symbol. Symbols (cuda.go) lists the same
+// names for the tests, which check both libraries against it.
 func (a *api) symbols() map[string]any {
 	return map[string]any{
-		"cuInit": &a.cuInit, "cuDriverGetVersion": &a.cuDriverGetVersion, "cuDeviceGetCount": &a.cuDeviceGetCount,
+		"cuInit": &a.cuInit, "cuDeviceGetCount": &a.cuDeviceGetCount,
 		"cuDeviceGet": &a.cuDeviceGet, "cuDeviceGetName": &a.cuDeviceGetName, "cuDeviceGetAttribute": &a.cuDeviceGetAttribute,
 		"cuDeviceTotalMem_v2": &a.cuDeviceTotalMem, "cuDevicePrimaryCtxRetain": &a.cuDevicePrimaryCtxRetain,
 		"cuDevicePrimaryCtxRelease_v2": &a.cuDevicePrimaryCtxRelease, "cuCtxSetCurrent": &a.cuCtxSetCurrent,
 		"cuDeviceCanAccessPeer": &a.cuDeviceCanAccessPeer, "cuCtxEnablePeerAccess": &a.cuCtxEnablePeerAccess,
 		"cuCtxDisablePeerAccess": &a.cuCtxDisablePeerAccess, "cuMemAlloc_v2": &a.cuMemAlloc, "cuMemFree_v2": &a.cuMemFree,
-		"cuMemHostAlloc": &a.cuMemHostAlloc, "cuMemFreeHost": &a.cuMemFreeHost, "cuMemcpyHtoD_v2": &a.cuMemcpyHtoD,
+		"cuMemHostAlloc": &a.cuMemHostAlloc, "cuMemFreeHost": &a.cuMemFreeHost,
+		"cuMemHostGetDevicePointer_v2": &a.cuMemHostGetDevicePointer, "cuMemcpyHtoD_v2": &a.cuMemcpyHtoD,
 		"cuMemcpyDtoH_v2": &a.cuMemcpyDtoH, "cuMemcpyPeer": &a.cuMemcpyPeer, "cuMemcpyPeerAsync": &a.cuMemcpyPeerAsync,
 		"cuMemcpyHtoDAsync_v2": &a.cuMemcpyHtoDAsync, "cuMemcpyDtoHAsync_v2": &a.cuMemcpyDtoHAsync,
 		"cuStreamCreate": &a.cuStreamCreate, "cuStreamDestroy_v2": &a.cuStreamDestroy, "cuStreamWaitEvent": &a.cuStreamWaitEvent,
-		"cuEventCreate": &a.cuEventCreate, "cuEventRecord": &a.cuEventRecord, "cuEventSynchronize": &a.cuEventSynchronize,
+		"cuStreamWaitValue32_v2": &a.cuStreamWaitValue32, "cuStreamSynchronize": &a.cuStreamSynchronize,
+		"cuEventCreate": &a.cuEventCreate, "cuEventRecord": &a.cuEventRecord,
 		"cuEventElapsedTime": &a.cuEventElapsedTime, "cuEventDestroy_v2": &a.cuEventDestroy,
 		"cuGetErrorName": &a.cuGetErrorName, "cuGetErrorString": &a.cuGetErrorString,
+	}
+}
+
+// The binding and the list the tests check the libraries against name the same symbols.
+func init() {
+	var a api
+	m := a.symbols()
+	for _, name := range Symbols {
+		delete(m, name)
+	}
+	if len(m) != 0 || len(a.symbols()) != len(Symbols) {
+		panic(fmt.Sprintf("cuda: the binding's symbols and Symbols differ: %v", m))
 	}
 }
 
@@ -79,8 +96,13 @@ type Driver struct {
 	gpus    []p2p.GPU
 	dev     []int32 // CUdevice of each ordinal
 	ctx     []uintptr
-	streams map[int]uintptr
+	streams map[[2]int]uintptr // by device and the copy's place in a timed run
 	host    map[uint64]unsafe.Pointer
+	// hold is a pinned host word that a timed run's first stream waits on
+	// (cuStreamWaitValue32) until every copy is queued; holdDev is its address in each
+	// device's context.
+	hold    unsafe.Pointer
+	holdDev []uint64
 }
 
 // Open loads libcuda.so.1, initialises it and retains every device's primary context.
@@ -89,7 +111,7 @@ func Open() (p2p.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v: the NVIDIA driver's CUDA library is not installed here (a host without an NVIDIA GPU, a container without the driver's libraries mounted, or the GPUs on vfio-pci only)", ErrNoDriver, err)
 	}
-	d := &Driver{streams: map[int]uintptr{}, host: map[uint64]unsafe.Pointer{}}
+	d := &Driver{streams: map[[2]int]uintptr{}, host: map[uint64]unsafe.Pointer{}}
 	for name, fp := range d.a.symbols() {
 		sym, err := purego.Dlsym(lib, name)
 		if err != nil {
@@ -299,10 +321,11 @@ func (d *Driver) Copy(c p2p.Copy) error {
 	return d.check("cuMemcpyPeer", c.Src.Dev, d.a.cuMemcpyPeer(c.Dst.Ptr, d.ctx[c.Dst.Dev], c.Src.Ptr, d.ctx[c.Src.Dev], uint64(c.N)))
 }
 
-// stream returns the stream of a device, made on first use: copies of a device go on
-// its own non-blocking stream, so that copies of two devices overlap.
-func (d *Driver) stream(dev int) (uintptr, error) {
-	if s, ok := d.streams[dev]; ok {
+// stream returns a device's stream for the k-th copy of a timed run, made on first use:
+// each copy of a run has a non-blocking stream of its own, so that copies overlap, the
+// two directions within one GPU included.
+func (d *Driver) stream(dev, k int) (uintptr, error) {
+	if s, ok := d.streams[[2]int{dev, k}]; ok {
 		return s, nil
 	}
 	if err := d.use(dev); err != nil {
@@ -313,8 +336,37 @@ func (d *Driver) stream(dev int) (uintptr, error) {
 	if err := d.check("cuStreamCreate", dev, d.a.cuStreamCreate(&s, nonBlocking)); err != nil {
 		return 0, err
 	}
-	d.streams[dev] = s
+	d.streams[[2]int{dev, k}] = s
 	return s, nil
+}
+
+// holdWord allocates the word that holds timed runs back, mapped for every device.
+func (d *Driver) holdWord() error {
+	if d.hold != nil {
+		return nil
+	}
+	if err := d.use(0); err != nil {
+		return err
+	}
+	var p unsafe.Pointer
+	const portableMapped = 1 | 2 // CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+	if err := d.check("cuMemHostAlloc", -1, d.a.cuMemHostAlloc(&p, 4, portableMapped)); err != nil {
+		return err
+	}
+	addrs := make([]uint64, len(d.ctx))
+	for dev := range d.ctx {
+		err := d.use(dev)
+		if err == nil {
+			// The device's address of the word need not be the host's (cuda.h,
+			// cuMemHostGetDevicePointer), so each context is asked.
+			err = d.check("cuMemHostGetDevicePointer_v2", dev, d.a.cuMemHostGetDevicePointer(&addrs[dev], p, 0))
+		}
+		if err != nil {
+			return errors.Join(err, d.check("cuMemFreeHost", -1, d.a.cuMemFreeHost(p)))
+		}
+	}
+	d.hold, d.holdDev = p, addrs
+	return nil
 }
 
 // owner is the device whose stream runs a copy: its source GPU, or its destination when
@@ -326,20 +378,41 @@ func owner(c p2p.Copy) int {
 	return c.Src.Dev
 }
 
-// Time runs each copy repeat times on its device's stream, the streams started together
-// by an event and joined at the end, and returns the time between the two events.
-func (d *Driver) Time(copies []p2p.Copy, repeat int) (time.Duration, error) {
-	first := owner(copies[0])
-	s0, err := d.stream(first)
-	if err != nil {
-		return 0, err
+// Time runs each copy repeat times on a stream of its own, as p2pBandwidthLatencyTest
+// and nvbandwidth time copies: the first stream waits on the hold word, the others on an
+// event recorded after that wait, the copies are queued (the host's time for that is
+// Timing.Host), each other stream's end is joined into the first, and only then is the
+// word released, so that the events time the copies back to back and not the host's
+// pace of queuing them. Every stream it used is synchronised before it returns, on
+// failure too, so that nothing still copies into buffers that are about to be freed.
+func (d *Driver) Time(copies []p2p.Copy, repeat int) (t p2p.Timing, err error) {
+	if err := d.holdWord(); err != nil {
+		return t, err
 	}
+	first := owner(copies[0])
+	streams := make([]uintptr, 0, len(copies))
 	var events []uintptr
+	hold := (*uint32)(d.hold)
+	atomic.StoreUint32(hold, 0)
 	defer func() {
+		// Released in any case: a stream left waiting would never finish.
+		atomic.StoreUint32(hold, 1)
+		if err != nil {
+			for k, s := range streams {
+				err = errors.Join(err, d.check("cuStreamSynchronize", owner(copies[k]), d.a.cuStreamSynchronize(s)))
+			}
+		}
 		for _, ev := range events {
 			d.a.cuEventDestroy(ev)
 		}
 	}()
+	for k, c := range copies {
+		s, err := d.stream(owner(c), k)
+		if err != nil {
+			return t, err
+		}
+		streams = append(streams, s)
+	}
 	event := func(dev int) (uintptr, error) {
 		if err := d.use(dev); err != nil {
 			return 0, err
@@ -353,29 +426,25 @@ func (d *Driver) Time(copies []p2p.Copy, repeat int) (time.Duration, error) {
 	}
 	start, err := event(first)
 	if err != nil {
-		return 0, err
+		return t, err
 	}
-	stop, err := event(first)
-	if err != nil {
-		return 0, err
+	const geq = 0 // CU_STREAM_WAIT_VALUE_GEQ: until (int32_t)(*addr - value) >= 0
+	if err := d.check("cuStreamWaitValue32_v2", first, d.a.cuStreamWaitValue32(streams[0], d.holdDev[first], 1, geq)); err != nil {
+		return t, err
 	}
-	if err := d.check("cuEventRecord", first, d.a.cuEventRecord(start, s0)); err != nil {
-		return 0, err
+	if err := d.check("cuEventRecord", first, d.a.cuEventRecord(start, streams[0])); err != nil {
+		return t, err
 	}
-	var ends []uintptr
-	for _, c := range copies {
-		dev := owner(c)
-		s, err := d.stream(dev)
-		if err != nil {
-			return 0, err
+	for k, s := range streams[1:] {
+		if err := d.check("cuStreamWaitEvent", owner(copies[k+1]), d.a.cuStreamWaitEvent(s, start, 0)); err != nil {
+			return t, err
 		}
-		if s != s0 {
-			if err := d.check("cuStreamWaitEvent", dev, d.a.cuStreamWaitEvent(s, start, 0)); err != nil {
-				return 0, err
-			}
-		}
+	}
+	began := time.Now()
+	for k, c := range copies {
+		dev, s := owner(c), streams[k]
 		if err := d.use(dev); err != nil {
-			return 0, err
+			return t, err
 		}
 		for range repeat {
 			var res uint32
@@ -389,48 +458,56 @@ func (d *Driver) Time(copies []p2p.Copy, repeat int) (time.Duration, error) {
 				res = d.a.cuMemcpyPeerAsync(c.Dst.Ptr, d.ctx[c.Dst.Dev], c.Src.Ptr, d.ctx[c.Src.Dev], uint64(c.N), s)
 			}
 			if err := d.check(call, dev, res); err != nil {
-				return 0, err
+				return t, err
 			}
 		}
-		if s != s0 {
-			end, err := event(dev)
-			if err != nil {
-				return 0, err
-			}
-			if err := d.check("cuEventRecord", dev, d.a.cuEventRecord(end, s)); err != nil {
-				return 0, err
-			}
-			ends = append(ends, end)
+	}
+	t.Host = time.Since(began)
+	for k, s := range streams[1:] {
+		dev := owner(copies[k+1])
+		end, err := event(dev)
+		if err != nil {
+			return t, err
+		}
+		if err := d.check("cuEventRecord", dev, d.a.cuEventRecord(end, s)); err != nil {
+			return t, err
+		}
+		if err := d.check("cuStreamWaitEvent", first, d.a.cuStreamWaitEvent(streams[0], end, 0)); err != nil {
+			return t, err
 		}
 	}
-	for _, end := range ends {
-		if err := d.check("cuStreamWaitEvent", first, d.a.cuStreamWaitEvent(s0, end, 0)); err != nil {
-			return 0, err
+	stop, err := event(first)
+	if err != nil {
+		return t, err
+	}
+	if err := d.check("cuEventRecord", first, d.a.cuEventRecord(stop, streams[0])); err != nil {
+		return t, err
+	}
+	atomic.StoreUint32(hold, 1)
+	for k, s := range streams {
+		if err := d.check("cuStreamSynchronize", owner(copies[k]), d.a.cuStreamSynchronize(s)); err != nil {
+			return t, err
 		}
-	}
-	if err := d.use(first); err != nil {
-		return 0, err
-	}
-	if err := d.check("cuEventRecord", first, d.a.cuEventRecord(stop, s0)); err != nil {
-		return 0, err
-	}
-	if err := d.check("cuEventSynchronize", first, d.a.cuEventSynchronize(stop)); err != nil {
-		return 0, err
 	}
 	var ms float32
 	if err := d.check("cuEventElapsedTime", first, d.a.cuEventElapsedTime(&ms, start, stop)); err != nil {
-		return 0, err
+		return t, err
 	}
-	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+	t.GPU = time.Duration(float64(ms) * float64(time.Millisecond))
+	return t, nil
 }
 
 // Close destroys the streams, releases the contexts and unlocks the thread.
 func (d *Driver) Close() error {
 	var errs []error
-	for dev, s := range d.streams {
-		errs = append(errs, d.check("cuStreamDestroy_v2", dev, d.a.cuStreamDestroy(s)))
+	for key, s := range d.streams {
+		errs = append(errs, d.check("cuStreamDestroy_v2", key[0], d.a.cuStreamDestroy(s)))
 	}
 	clear(d.streams)
+	if d.hold != nil {
+		errs = append(errs, d.check("cuMemFreeHost", -1, d.a.cuMemFreeHost(d.hold)))
+		d.hold, d.holdDev = nil, nil
+	}
 	for dev := range d.ctx {
 		errs = append(errs, d.check("cuDevicePrimaryCtxRelease_v2", dev, d.a.cuDevicePrimaryCtxRelease(d.dev[dev])))
 	}

@@ -56,8 +56,19 @@ type Driver interface {
 	// stages them through host memory.
 	Copy(c Copy) error
 	// Time runs each copy repeat times, each copy on a stream of its own so that they
-	// overlap, and returns the time from the first start to the last end, as measured by
-	// the GPU's events.
-	Time(copies []Copy, repeat int) (time.Duration, error)
+	// overlap. The streams are held back until every copy is queued, so that what the
+	// GPU's events time is the copies and not the host's pace of queuing them. It
+	// returns, error or not, only when nothing it queued is still running, so that the
+	// buffers can be freed.
+	Time(copies []Copy, repeat int) (Timing, error)
 	Close() error
+}
+
+// Timing is one timed run of copies.
+type Timing struct {
+	// GPU is the time from the first copy's start to the last one's end, by the GPU's
+	// events.
+	GPU time.Duration
+	// Host is the host's time to queue the copies: the calls alone, measured on the host.
+	Host time.Duration
 }

@@ -66,8 +66,20 @@ func TestAllIntact(t *testing.T) {
 	if p.Latency.Enabled < 1 || p.Latency.Enabled > 1.01 || p.Latency.Disabled < 10 || p.Latency.Disabled > 10.01 {
 		t.Errorf("latency %+v", p.Latency)
 	}
-	if self := rep.Pair(2, 2); self.Checks[0].Path != p2p.PathLocal || self.Uni.Disabled < 900 || self.Verdict != p2p.OK {
-		t.Errorf("within GPU2: %+v", self)
+	// The host's time to queue a copy is its own figure, not folded into the GPU's.
+	if p.HostLatency.Enabled != 5 || p.HostLatency.Disabled != 5 || p.Latency.Unit != "us" || p.HostLatency.Unit != "us" || p.Uni.Unit != "GB/s" {
+		t.Errorf("host latency %+v, units %q %q %q", p.HostLatency, p.Latency.Unit, p.HostLatency.Unit, p.Uni.Unit)
+	}
+	// Within a GPU the bytes count twice (read and written), in both matrices, and both
+	// ways at once twice again.
+	self := rep.Pair(2, 2)
+	local := float64(64<<20) / (float64(64<<20)/1000e9 + 1e-6) / 1e9
+	if self.Checks[0].Path != p2p.PathLocal || self.Verdict != p2p.OK || !near(self.Uni.Disabled, 2*local) || !near(self.Uni.Enabled, 2*local) ||
+		!near(self.Bi.Disabled, 4*local) || !near(self.Bi.Enabled, 4*local) || self.Latency.Enabled == 0 || self.HostLatency.Disabled == 0 {
+		t.Errorf("within GPU2: %+v; want %.1f GB/s one way", self, 2*local)
+	}
+	if m := rep.Method; m == nil || m.WithinGPUFactor != 2 || m.GB != 1e9 || m.Runs != 3 || m.LatencyRepeat != 100 || m.BandwidthBytes != 64<<20 || !strings.Contains(m.Bidirectional, "sum") {
+		t.Errorf("method %+v", m)
 	}
 	if len(rep.Host) != 4 || !near(rep.Host[0].HostToGPU, float64(64<<20)/(float64(64<<20)/25e9+2e-6)/1e9) {
 		t.Errorf("host %+v", rep.Host)
@@ -306,7 +318,10 @@ func TestWriteText(t *testing.T) {
 	for _, want := range []string{
 		"GPU0  0000:10:00.0  NVIDIA H200  sm 90  141 GiB",
 		"Unidirectional bandwidth, P2P enabled (GB/s)",
-		"Latency, P2P disabled (us)",
+		"Latency, P2P disabled, GPU (us)",
+		"Latency, P2P enabled, CPU (us)",
+		"bidirectional: both directions at once, each on a stream of its own: the sum of the two",
+		"within a GPU: a GPU with itself (the diagonal): bytes read plus bytes written",
 		"Host <-> GPU bandwidth (GB/s)",
 		"GPU0 -> GPU2 (SYS, 0000:10:00.0 -> 0000:30:00.0): corrupt: peer copy of 1 MiB",
 		"export NCCL_P2P_LEVEL=PHB",
@@ -315,4 +330,30 @@ func TestWriteText(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// The diagonal is in the P2P enabled matrices too, with the same figure.
+	for _, title := range []string{"Unidirectional bandwidth", "Bidirectional bandwidth", "Latency"} {
+		for i := range 4 {
+			off, on := cell(t, out, title+", P2P disabled", i, i), cell(t, out, title+", P2P enabled", i, i)
+			if off == "-" || off != on {
+				t.Errorf("%s GPU%d with itself: %q disabled, %q enabled", title, i, off, on)
+			}
+		}
+	}
+}
+
+// cell reads row i, column j of the first matrix whose title starts with title.
+func cell(t *testing.T, out, title string, i, j int) string {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for k, l := range lines {
+		if !strings.HasPrefix(l, title) || k+2+i >= len(lines) {
+			continue
+		}
+		row := strings.Fields(lines[k+2+i])
+		if len(row) > j+1 && row[0] == fmt.Sprintf("GPU%d", i) {
+			return row[j+1]
+		}
+	}
+	t.Fatalf("no matrix %q with row %d in\n%s", title, i, out)
+	return ""
 }

@@ -66,18 +66,30 @@ func (r *Report) WriteText(w io.Writer) error {
 	matrix("Integrity", func(p *Pair) string { return cmp.Or(p.Verdict, "?") })
 	measured := slices.ContainsFunc(r.Pairs, func(p Pair) bool { return p.Uni.Disabled > 0 })
 	if measured {
-		matrix("Unidirectional bandwidth, P2P disabled (GB/s)", func(p *Pair) string { return num(p.Uni.Disabled, "%.2f") })
-		matrix("Unidirectional bandwidth, P2P enabled (GB/s)", func(p *Pair) string { return num(p.Uni.Enabled, "%.2f") })
-		matrix("Bidirectional bandwidth, P2P disabled (GB/s)", func(p *Pair) string { return num(p.Bi.Disabled, "%.2f") })
-		matrix("Bidirectional bandwidth, P2P enabled (GB/s)", func(p *Pair) string { return num(p.Bi.Enabled, "%.2f") })
-		matrix("Latency, P2P disabled (us)", func(p *Pair) string { return num(p.Latency.Disabled, "%.2f") })
-		matrix("Latency, P2P enabled (us)", func(p *Pair) string { return num(p.Latency.Enabled, "%.2f") })
+		for _, f := range []struct {
+			title string
+			get   func(p *Pair) *Figures
+		}{
+			{"Unidirectional bandwidth, P2P %s (GB/s)", func(p *Pair) *Figures { return &p.Uni }},
+			{"Bidirectional bandwidth, P2P %s (GB/s)", func(p *Pair) *Figures { return &p.Bi }},
+			{"Latency, P2P %s, GPU (us)", func(p *Pair) *Figures { return &p.Latency }},
+			{"Latency, P2P %s, CPU (us)", func(p *Pair) *Figures { return &p.HostLatency }},
+		} {
+			matrix(fmt.Sprintf(f.title, "disabled"), func(p *Pair) string { return num(f.get(p).Disabled, "%.2f") })
+			matrix(fmt.Sprintf(f.title, "enabled"), func(p *Pair) string { return num(f.get(p).Enabled, "%.2f") })
+		}
 		fmt.Fprintln(w, "\nHost <-> GPU bandwidth (GB/s)")
 		fmt.Fprint(tw, "\thost->GPU\tGPU->host\t\n")
 		for i, h := range r.Host {
 			fmt.Fprintf(tw, "GPU%d\t%.2f\t%.2f\t\n", i, h.HostToGPU, h.GPUToHost)
 		}
 		tw.Flush()
+		if r.Method != nil {
+			fmt.Fprintln(w, "\nHow")
+			for _, l := range r.Method.legend() {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
 	}
 	fmt.Fprintln(w, "\nPairs")
 	shown := 0

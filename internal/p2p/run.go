@@ -73,11 +73,26 @@ type Check struct {
 	Fraction float64 `json:"fraction_bad"`
 }
 
-// Figures are a pair's measurements: with peer access disabled and enabled (0 when not
-// measured), in GB/s (10^9 bytes) and µs.
+// Units of the figures.
+const (
+	UnitGBps = "GB/s" // 10^9 bytes a second
+	UnitUs   = "us"   // microseconds
+)
+
+// Figures are a pair's measurements with peer access disabled and enabled (0 when not
+// measured), in Unit.
 type Figures struct {
+	Unit     string  `json:"unit"`
 	Disabled float64 `json:"disabled"`
 	Enabled  float64 `json:"enabled"`
+}
+
+func (f *Figures) set(enabled bool, v float64) {
+	if enabled {
+		f.Enabled = v
+	} else {
+		f.Disabled = v
+	}
 }
 
 // Pair is an ordered pair of GPUs, data going from Src to Dst (Src == Dst: within one).
@@ -87,12 +102,17 @@ type Pair struct {
 	Relation   string  `json:"relation"`
 	PeerAccess bool    `json:"peer_access"`
 	Checks     []Check `json:"checks"`
-	Uni        Figures `json:"unidirectional_gbps"`
-	Bi         Figures `json:"bidirectional_gbps"`
-	Latency    Figures `json:"latency_us"`
-	Verdict    string  `json:"verdict"`
-	Why        string  `json:"why"`
-	src, dst   int
+	// Uni and Bi are bandwidths; Bi is both directions at once, their sum. Within a GPU
+	// both count the bytes read and the bytes written, twice the bytes copied.
+	Uni Figures `json:"unidirectional_gbps"`
+	Bi  Figures `json:"bidirectional_gbps"`
+	// Latency is the GPU's time for one small copy; HostLatency the host's time to queue
+	// one (p2pBandwidthLatencyTest's GPU and CPU latency).
+	Latency     Figures `json:"latency_us"`
+	HostLatency Figures `json:"host_latency_us"`
+	Verdict     string  `json:"verdict"`
+	Why         string  `json:"why"`
+	src, dst    int
 }
 
 // HostFigures are a GPU's copies to and from pinned host memory, in GB/s.
@@ -104,6 +124,7 @@ type HostFigures struct {
 
 // Report is what a run found.
 type Report struct {
+	Method  *Method       `json:"method,omitempty"` // how the figures were taken; nil with IntegrityOnly
 	GPUs    []GPU         `json:"gpus"`
 	Pairs   []Pair        `json:"pairs"`
 	Host    []HostFigures `json:"host"`
@@ -139,6 +160,9 @@ func Run(d Driver, opt Options) (rep *Report, err error) {
 	}
 	r := &runner{d: d, opt: opt, gpus: gpus, enabled: map[[2]int]bool{}}
 	rep = &Report{GPUs: gpus, Pairs: []Pair{}, Host: []HostFigures{}}
+	if !opt.IntegrityOnly {
+		rep.Method = method(opt)
+	}
 	defer func() {
 		if cerr := r.cleanup(); err == nil {
 			err = cerr
@@ -150,7 +174,8 @@ func Run(d Driver, opt Options) (rep *Report, err error) {
 	}
 	for i := range gpus {
 		for j := range gpus {
-			p := Pair{Src: gpus[i].Address, Dst: gpus[j].Address, src: i, dst: j, Checks: []Check{}}
+			p := Pair{Src: gpus[i].Address, Dst: gpus[j].Address, src: i, dst: j, Checks: []Check{},
+				Uni: Figures{Unit: UnitGBps}, Bi: Figures{Unit: UnitGBps}, Latency: Figures{Unit: UnitUs}, HostLatency: Figures{Unit: UnitUs}}
 			if i == j {
 				p.Relation = "X"
 			} else {
@@ -323,33 +348,62 @@ func (r *runner) integrity(p *Pair) error {
 	return nil
 }
 
-// median times copies Runs times after a warm-up and returns the median bytes/s in
-// GB/s, or with latency the median time of one copy in µs.
-func (r *runner) median(copies []Copy, repeat int, latency bool) (float64, error) {
-	if _, err := r.d.Time(copies, repeat); err != nil { // warm-up
+// timed runs copies Runs times after an untimed warm-up.
+func (r *runner) timed(copies []Copy, repeat int) ([]Timing, error) {
+	if _, err := r.d.Time(copies, repeat); err != nil {
+		return nil, err
+	}
+	out := make([]Timing, 0, r.opt.Runs)
+	for range r.opt.Runs {
+		t, err := r.d.Time(copies, repeat)
+		if err != nil {
+			return nil, err
+		}
+		if t.GPU <= 0 {
+			return nil, fmt.Errorf("the driver timed %d copies at %s", repeat, t.GPU)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func median(vals []float64) float64 {
+	slices.Sort(vals)
+	return vals[len(vals)/2]
+}
+
+// bandwidth is the median over the runs of the bytes of all copies, each copied Repeat
+// times, over the GPU's time for them, in GB/s.
+func (r *runner) bandwidth(copies []Copy) (float64, error) {
+	runs, err := r.timed(copies, r.opt.Repeat)
+	if err != nil {
 		return 0, err
 	}
 	var bytes int64
 	for _, c := range copies {
-		bytes += c.N * int64(repeat)
+		bytes += c.N * int64(r.opt.Repeat)
 	}
-	vals := make([]float64, 0, r.opt.Runs)
-	for range r.opt.Runs {
-		t, err := r.d.Time(copies, repeat)
-		if err != nil {
-			return 0, err
-		}
-		if t <= 0 {
-			return 0, fmt.Errorf("the driver timed %d copies at %s", repeat, t)
-		}
-		if latency {
-			vals = append(vals, float64(t)/float64(time.Microsecond)/float64(repeat))
-		} else {
-			vals = append(vals, float64(bytes)/t.Seconds()/1e9)
-		}
+	vals := make([]float64, len(runs))
+	for k, t := range runs {
+		vals[k] = float64(bytes) / t.GPU.Seconds() / 1e9
 	}
-	slices.Sort(vals)
-	return vals[len(vals)/2], nil
+	return median(vals), nil
+}
+
+// latency is the median over the runs of the GPU's time per copy (a run's span over its
+// LatencyRepeat copies, queued before the stream may start) and of the host's time to
+// queue one, in µs.
+func (r *runner) latency(c Copy) (gpu, host float64, err error) {
+	runs, err := r.timed([]Copy{c}, r.opt.LatencyRepeat)
+	if err != nil {
+		return 0, 0, err
+	}
+	g, h := make([]float64, len(runs)), make([]float64, len(runs))
+	for k, t := range runs {
+		g[k] = float64(t.GPU) / float64(time.Microsecond) / float64(r.opt.LatencyRepeat)
+		h[k] = float64(t.Host) / float64(time.Microsecond) / float64(r.opt.LatencyRepeat)
+	}
+	return median(g), median(h), nil
 }
 
 func (r *runner) hostFigures(i int) (HostFigures, error) {
@@ -357,51 +411,60 @@ func (r *runner) hostFigures(i int) (HostFigures, error) {
 	n := r.opt.BandwidthSize
 	h := HostFigures{GPU: r.gpus[i].Address}
 	var err error
-	if h.HostToGPU, err = r.median([]Copy{{Dst: r.dst[i], Src: r.host, N: n}}, r.opt.Repeat, false); err != nil {
+	if h.HostToGPU, err = r.bandwidth([]Copy{{Dst: r.dst[i], Src: r.host, N: n}}); err != nil {
 		return h, err
 	}
-	h.GPUToHost, err = r.median([]Copy{{Dst: r.host, Src: r.src[i], N: n}}, r.opt.Repeat, false)
+	h.GPUToHost, err = r.bandwidth([]Copy{{Dst: r.host, Src: r.src[i], N: n}})
 	return h, err
 }
 
 // measure times a pair: unidirectional and bidirectional bandwidth and latency, with
-// peer access disabled, then enabled where the driver allows it.
+// peer access disabled, then enabled where the driver allows it. A GPU with itself is
+// measured in both, as p2pBandwidthLatencyTest does: its copies never use peer access.
 func (r *runner) measure(p *Pair) error {
 	i, j := p.src, p.dst
 	n := r.opt.BandwidthSize
-	uni := []Copy{{Dst: r.dst[j], Src: r.src[i], N: n}}
-	bi := []Copy{uni[0], {Dst: r.dst[i], Src: r.src[j], N: n}}
-	lat := []Copy{{Dst: r.dst[j], Src: r.src[i], N: r.opt.LatencySize}}
+	there := Copy{Dst: r.dst[j], Src: r.src[i], N: n}
+	back := Copy{Dst: r.dst[i], Src: r.src[j], N: n}
+	// Within a GPU every byte copied is read from its memory and written to it, and
+	// p2pBandwidthLatencyTest counts both: twice the bytes. Both ways is then between
+	// the GPU's two buffers.
+	scale := 1.0
 	if i == j {
-		r.opt.Progress("bandwidth within " + p.Src)
-		var err error
-		p.Uni.Disabled, err = r.median(uni, r.opt.Repeat, false)
-		return err
+		back, scale = Copy{Dst: r.src[i], Src: r.dst[i], N: n}, 2
 	}
+	small := Copy{Dst: r.dst[j], Src: r.src[i], N: r.opt.LatencySize}
 	for _, on := range []bool{false, true} {
-		if on && !p.PeerAccess {
+		if on && i != j && !p.PeerAccess {
 			break
 		}
-		r.opt.Progress(fmt.Sprintf("bandwidth %s -> %s, peer access %v", p.Src, p.Dst, on))
-		if err := r.peer(i, j, on); err != nil {
-			return err
-		}
-		f := []*Figures{&p.Uni, &p.Bi, &p.Latency}
-		for k, c := range [][]Copy{uni, bi, lat} {
-			repeat, isLat := r.opt.Repeat, k == 2
-			if isLat {
-				repeat = r.opt.LatencyRepeat
-			}
-			v, err := r.median(c, repeat, isLat)
-			if err != nil {
+		if i == j {
+			r.opt.Progress(fmt.Sprintf("bandwidth within %s (%s matrix)", p.Src, map[bool]string{false: "P2P disabled", true: "P2P enabled"}[on]))
+		} else {
+			r.opt.Progress(fmt.Sprintf("bandwidth %s -> %s, peer access %v", p.Src, p.Dst, on))
+			if err := r.peer(i, j, on); err != nil {
 				return err
 			}
-			if on {
-				f[k].Enabled = v
-			} else {
-				f[k].Disabled = v
-			}
 		}
+		uni, err := r.bandwidth([]Copy{there})
+		if err != nil {
+			return err
+		}
+		bi, err := r.bandwidth([]Copy{there, back})
+		if err != nil {
+			return err
+		}
+		gpu, host, err := r.latency(small)
+		if err != nil {
+			return err
+		}
+		p.Uni.set(on, scale*uni)
+		p.Bi.set(on, scale*bi)
+		p.Latency.set(on, gpu)
+		p.HostLatency.set(on, host)
+	}
+	if i == j {
+		return nil
 	}
 	return r.peer(i, j, false)
 }

@@ -1,6 +1,7 @@
 // Package p2ptest has a fake GPU driver for tests of gpusplit p2p: GPUs whose memory is
 // Go slices, copies timed by a bandwidth model, and switches to refuse peer access,
-// corrupt copies and fail a call.
+// corrupt copies and fail a call. It stands in for internal/cuda above the C API; the
+// CUDA binding itself is tested against internal/testutils/cudastub.
 package p2ptest
 
 import (
@@ -21,8 +22,10 @@ type Fake struct {
 	// PeerGBps and StagedGBps are the copy rates between GPUs; within one GPU copies run
 	// at 1000 GB/s, to and from the host at 25.
 	PeerGBps, StagedGBps float64
-	FailCall             string // the method that fails, once
-	FailAfter            int    // after this many successful calls of it
+	// HostCall is the host's time to queue one copy, which Time reports beside the GPU's.
+	HostCall  time.Duration
+	FailCall  string // the method that fails, once
+	FailAfter int    // after this many successful calls of it
 
 	mem  map[uint64][]byte
 	dev  map[uint64]int
@@ -36,7 +39,7 @@ type Fake struct {
 // New returns a fake with n GPUs, 0000:10:00.0, 0000:20:00.0, …, all with peer access,
 // copying at 50 GB/s with it and 20 without.
 func New(n int) *Fake {
-	return &Fake{N: n, NoPeer: map[[2]int]bool{}, Corrupt: map[[2]int]string{}, PeerGBps: 50, StagedGBps: 20,
+	return &Fake{N: n, NoPeer: map[[2]int]bool{}, Corrupt: map[[2]int]string{}, PeerGBps: 50, StagedGBps: 20, HostCall: 5 * time.Microsecond,
 		mem: map[uint64][]byte{}, dev: map[uint64]int{}, next: 0x1000000, PeerOn: map[[2]int]bool{}, calls: map[string]int{}}
 }
 
@@ -149,9 +152,11 @@ func (f *Fake) rate(c p2p.Copy) (float64, time.Duration) {
 	return f.StagedGBps, 10 * time.Microsecond
 }
 
-func (f *Fake) Time(copies []p2p.Copy, repeat int) (time.Duration, error) {
+// Time gives the model's times: the copies overlap, each on a stream of its own, so the
+// GPU's time is the longest copy's; the host's is HostCall a copy queued.
+func (f *Fake) Time(copies []p2p.Copy, repeat int) (p2p.Timing, error) {
 	if err := f.call("cuEventElapsedTime", copies[0].Src.Dev); err != nil {
-		return 0, err
+		return p2p.Timing{}, err
 	}
 	var longest time.Duration
 	for _, c := range copies {
@@ -159,7 +164,7 @@ func (f *Fake) Time(copies []p2p.Copy, repeat int) (time.Duration, error) {
 		t := time.Duration(float64(repeat) * (float64(overhead) + float64(c.N)/(gbps*1e9)*float64(time.Second)))
 		longest = max(longest, t)
 	}
-	return longest, nil
+	return p2p.Timing{GPU: longest, Host: time.Duration(repeat*len(copies)) * f.HostCall}, nil
 }
 
 func (f *Fake) Close() error { return nil }
