@@ -85,7 +85,8 @@ func laidOut(t *testing.T, vmid int, files map[string]string, split bool) string
 //
 //   - VM 131 after the reference split: the four NUMA-1 GPUs, one guest node bound to
 //     host node 1;
-//   - VM 132, all eight GPUs: hostpci0–3 on host node 0, hostpci4–7 on node 1.
+//   - VM 132, all eight GPUs: hostpci0–3 on host node 0, hostpci4–7 on node 1, and the
+//     same with machine: q35,viommu=virtio.
 func TestGeneratedLayout(t *testing.T) {
 	vm := newVM(t)
 	eight := "cores: 4\nhostpci0: 0000:01:00,pcie=1\nhostpci1: 0000:11:00,pcie=1\nhostpci2: 0000:61:00,pcie=1\nhostpci3: 0000:71:00,pcie=1\n" +
@@ -101,6 +102,10 @@ func TestGeneratedLayout(t *testing.T) {
 	}{
 		{"vm131", 131, nil, true, []int{0, 0, 0, 0}, "0:pppp"},
 		{"vm132", 132, map[string]string{"etc/pve/nodes/kpro6/qemu-server/132.conf": eight}, false, []int{0, 0, 0, 0, 1, 1, 1, 1}, "0:pppp 1:pppp"},
+		// virtio-iommu-pci takes pcie.0 slot 2, which the first expander bridge then
+		// leaves to it; QEMU refuses the machine if both ask for it.
+		{"vm132-viommu-virtio", 132, map[string]string{"etc/pve/nodes/kpro6/qemu-server/132.conf": strings.Replace(eight, "machine: q35\n", "machine: q35,viommu=virtio\n", 1)},
+			false, []int{0, 0, 0, 0, 1, 1, 1, 1}, "0:pppp 1:pppp"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

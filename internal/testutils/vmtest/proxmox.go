@@ -7,7 +7,8 @@ import (
 
 // ProxmoxQ35 is the topology of a Proxmox VE q35 VM whose config holds gpusplit's layout:
 // the PCI devices qemu-server always gives a q35 machine (its pve-q35-4.0.cfg: four
-// root ports at 1c.0–1c.3, the DMI-to-PCI bridge at 1e.0 and the PCI bridges behind it),
+// root ports at 1c.0–1c.3, the DMI-to-PCI bridge at 1e.0 and the PCI bridges behind it;
+// the display; a virtio-iommu-pci with viommu=virtio),
 // a NUMA node per numaN entry, and the -device options of the config's args line, where
 // each vfio-pci function 0 becomes an e1000e NIC on the same bus and slot (the other
 // functions are left out): what the guest kernel sees of the layout, without the GPUs.
@@ -22,7 +23,7 @@ func ProxmoxQ35(name, conf string) (Topology, error) {
 	for i := range 4 {
 		t.Devices = append(t.Devices, Device{ID: fmt.Sprintf("pci.%d", i), Model: "pci-bridge", Bus: "pcidmi", Addr: fmt.Sprintf("0x%d.0", i+1), Props: []string{fmt.Sprintf("chassis_nr=%d", i+1)}})
 	}
-	var args string
+	var args, machine, vga string
 	for _, line := range strings.Split(conf, "\n") {
 		if strings.HasPrefix(line, "[") {
 			break // pending changes and snapshots
@@ -31,9 +32,22 @@ func ProxmoxQ35(name, conf string) (Topology, error) {
 		switch {
 		case k == "args":
 			args = v
+		case k == "machine":
+			machine = v
+		case k == "vga":
+			vga = v
 		case strings.HasPrefix(k, "numa") && k != "numa":
 			t.NUMA++
 		}
+	}
+	// What qemu-server puts on pcie.0 before the args: the display at 01 (unless vga:
+	// none), and with viommu=virtio a virtio-iommu-pci with no address, which QEMU gives
+	// the first free slot.
+	if vga != "none" {
+		t.Devices = append(t.Devices, Device{ID: "vga", Model: "VGA", Bus: "pcie.0", Addr: "0x1"})
+	}
+	if strings.Contains(machine, "viommu=virtio") {
+		t.Devices = append(t.Devices, Device{ID: "viommu", Model: "virtio-iommu-pci"})
 	}
 	f := strings.Fields(args)
 	for i := 0; i < len(f); i++ {

@@ -84,7 +84,10 @@ func (t Topology) args() []string {
 	}
 	chassis := 0
 	for _, d := range t.Devices {
-		props := []string{d.Model, "id=" + d.ID, "bus=" + d.Bus}
+		props := []string{d.Model, "id=" + d.ID}
+		if d.Bus != "" { // none: QEMU places the device itself, at the first free slot
+			props = append(props, "bus="+d.Bus)
+		}
 		if d.Addr != "" {
 			props = append(props, "addr="+d.Addr)
 		}
