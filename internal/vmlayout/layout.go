@@ -137,6 +137,9 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 			return nil, fmt.Errorf("%s has x-vga=1: a GPU that is the VM's display stays where qemu-server puts it; remove x-vga or leave this VM's layout alone", e.key)
 		}
 		gpu := e.funcs[slices.IndexFunc(e.funcs, Device.IsGPU)]
+		if gpu.VGPU != "" {
+			return nil, fmt.Errorf("%s is an NVIDIA vGPU (mdev=%s): qemu-server sets the VF's vGPU type when the VM starts, which a device in args would skip; leave this VM's layout alone, or use nccl-topo's topology file", e.key, gpu.VGPU)
+		}
 		if gpu.HostNUMA < 0 {
 			return nil, fmt.Errorf("%s: the host does not say which NUMA node %s is on (numa_node -1, see gpusplit doctor's numa-unknown): there is no node to place it on", e.key, gpu.HostAddress)
 		}

@@ -58,6 +58,11 @@ type Device struct {
 	LinkSpeed string `json:"link_speed"`
 	LinkWidth int    `json:"link_width"`
 	Mapping   string `json:"mapping,omitempty"`
+	// VGPU is the NVIDIA vGPU type of a virtual function passed as a vGPU
+	// (mdev=nvidia-N, kernels since 6.8), and PhysFn the GPU it is part of; HostNUMA and
+	// the link are the GPU's.
+	VGPU   string `json:"vgpu,omitempty"`
+	PhysFn string `json:"physfn,omitempty"`
 	// Choice says how the host device was found: "fixed" (the entry names one
 	// device), "reserved" (Proxmox has reserved it for the running VM) or "predicted"
 	// (the first free device of a mapping, as Proxmox picks at start).

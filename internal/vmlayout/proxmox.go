@@ -106,6 +106,31 @@ func checkLegacyIGD(g *pve.Guest, entries map[int]pve.Key, q35 bool) (bool, erro
 	return found, nil
 }
 
+// nvidiaVGPU says whether an mdev entry is NVIDIA's vGPU on kernels since 6.8, and which
+// type: mdev=nvidia-N on a device with the vGPU manager's sysfs directory (nvidia/),
+// which qemu-server then passes whole as vfio-pci,host=<the VF>, after setting the VF's
+// vGPU type (lspci's "nvidia" flag in PVE::SysFSTools, create_nvidia_device in
+// PCI/Mdev.pm). It returns "" for a classic mediated device.
+func (p *predictor) nvidiaVGPU(key string, opts map[string]string) (string, error) {
+	n, ok := strings.CutPrefix(opts["mdev"], "nvidia-")
+	if _, err := strconv.Atoi(n); !ok || err != nil || strings.Trim(n, "0123456789") != "" {
+		return "", nil
+	}
+	alts, err := p.alternatives(key, opts)
+	if err != nil {
+		return "", err
+	}
+	for _, funcs := range alts {
+		if len(funcs) > 1 {
+			return "", fmt.Errorf("%s: mdev=%s names several functions, which qemu-server refuses (\"cannot use mediated device with multifunction device\")", key, opts["mdev"])
+		}
+	}
+	if d := p.t.Lookup(alts[0][0]); d != nil && p.h.IsDir(d.Path+"/nvidia") {
+		return opts["mdev"], nil
+	}
+	return "", nil
+}
+
 // igdDevice checks the device of a legacy-igd entry as qemu-server does: one function,
 // one alternative, and the host's 00:02.0, where Intel's integrated graphics sit.
 func igdDevice(key string, alts [][]pci.Address) error {
@@ -189,9 +214,16 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			continue
 		}
 		opts := pve.PropertyString(k.Value, "host")
+		vgpu := ""
 		if opts["mdev"] != "" {
-			m.Notes = append(m.Notes, fmt.Sprintf("%s is a mediated device (%s): not a whole device, left out", k.Name, opts["mdev"]))
-			continue
+			var err error
+			if vgpu, err = p.nvidiaVGPU(k.Name, opts); err != nil {
+				return nil, err
+			}
+			if vgpu == "" {
+				m.Notes = append(m.Notes, fmt.Sprintf("%s is a mediated device (mdev=%s): qemu-server passes it by its sysfs path (vfio-pci,sysfsdev=/sys/bus/mdev/devices/…), a part of a device, not a PCI function of the host: left out", k.Name, opts["mdev"]))
+				continue
+			}
 		}
 		pcie := opts["pcie"] == "1"
 		if pcie && !q35 {
@@ -214,7 +246,7 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			predicted[opts["mapping"]] = append(predicted[opts["mapping"]], fmt.Sprintf("%s gets %s", k.Name, funcs[0].Slot()))
 			alternatives[opts["mapping"]] = len(alts)
 		}
-		if d := t.Lookup(funcs[0]); d.Driver != "vfio-pci" && !running {
+		if d := t.Lookup(funcs[0]); d.Driver != "vfio-pci" && !running && vgpu == "" {
 			what := fmt.Sprintf("%s (%s)", funcs[0], cmp.Or(d.Driver, "no driver"))
 			if opts["driver"] == "keep" {
 				kept = append(kept, what)
@@ -261,6 +293,18 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 			if j == 0 {
 				// qemu-server gives the id overrides to the entry's first function only.
 				overrideIDs(&dev, opts)
+			}
+			if vgpu != "" {
+				// The VF carries the vGPU: vfio shows the guest the VF's ids, and the
+				// GPU behind it is the physical function, whose place on the host counts.
+				dev.VGPU = vgpu
+				if d.PhysFn != nil {
+					dev.PhysFn = d.PhysFn.String()
+					if pf := t.Lookup(*d.PhysFn); pf != nil {
+						dev.HostNUMA = pf.NUMANode
+						dev.LinkSpeed, dev.LinkWidth = nccl.Link(t, pf)
+					}
+				}
 			}
 			m.Devices = append(m.Devices, dev)
 		}

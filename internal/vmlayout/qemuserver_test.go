@@ -215,3 +215,91 @@ func TestLayoutBesideVIOMMU(t *testing.T) {
 		})
 	}
 }
+
+// vgpuHost is a host with an RTX PRO 6000 Blackwell Server Edition on NVIDIA's vGPU
+// manager (kernel 6.8 and later): the GPU on nvidia with two SR-IOV virtual functions,
+// each with the manager's nvidia/ directory (creatable_vgpu_types, current_vgpu_type),
+// as pve-common's lspci looks for it. The vGPU type's id and name are illustrative.
+func vgpuHost(t *testing.T, conf string) (*Manifest, error) {
+	t.Helper()
+	vf := func(fn uint8) fakehost.Device {
+		return fakehost.Device{Slot: 0, Func: fn, Vendor: 0x10de, Device: 0x2bb5, SubVendor: 0x10de, SubDevice: 0x204e, Class: 0x030200, Group: 30 + int(fn), Speed: "32.0 GT/s PCIe", Width: 16}
+	}
+	m := fakehost.Machine{
+		Nodes: []fakehost.Node{{ID: 0, CPUs: "0-7"}, {ID: 1, CPUs: "8-15"}},
+		IOMMU: true,
+		Bridges: []fakehost.HostBridge{{Bus: 0x80, NUMA: 1, Devices: []fakehost.Device{
+			{Slot: 0, Vendor: 0x1022, Device: 0x153a, Class: 0x060000, Group: 20},
+			{Slot: 1, Func: 1, Vendor: 0x1022, Device: 0x153e, Class: 0x060400, Group: 21, Speed: "32.0 GT/s PCIe", Width: 16, Secondary: 0x81, Children: []fakehost.Device{{
+				Slot: 0, Vendor: 0x10de, Device: 0x2bb5, SubVendor: 0x10de, SubDevice: 0x204e, Class: 0x030200, Driver: "nvidia", Group: 22,
+				Speed: "32.0 GT/s PCIe", Width: 16, VirtFns: []fakehost.Device{vf(4), vf(5)},
+			}}},
+		}}},
+		Drivers: []string{"vfio-pci"},
+		Links:   map[string]string{"etc/pve/local": "nodes/pve1", "etc/pve/qemu-server": "nodes/pve1/qemu-server"},
+		Files: map[string]string{
+			"etc/hostname": "pve1\n",
+			"etc/pve/nodes/pve1/qemu-server/140.conf": conf,
+		},
+	}
+	for _, fn := range []string{"4", "5"} {
+		dir := "sys/devices/pci0000:80/0000:80:01.1/0000:81:00." + fn + "/nvidia/"
+		m.Files[dir+"creatable_vgpu_types"] = "ID    : vGPU Name\n1234  : NVIDIA RTX PRO 6000 Blackwell DC-24Q\n"
+		m.Files[dir+"current_vgpu_type"] = "0\n"
+	}
+	h, err := m.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Predict(h, inv.Tree, 140, now)
+}
+
+// mdev=nvidia-N on a VF with the vGPU manager's sysfs: qemu-server passes the VF whole
+// (vfio-pci,host=<VF>), so the manifest has it as the GPU's vGPU, on the GPU's node.
+func TestNVIDIAVGPU(t *testing.T) {
+	m, err := vgpuHost(t, "hostpci0: 0000:81:00.4,mdev=nvidia-1234,pcie=1\nhostpci1: 0000:81:00.5,mdev=nvidia-1234,pcie=1\nmachine: q35\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pathsOf(m), "hostpci0=0000:81:00.4@1c.0/00.0/fixed hostpci1=0000:81:00.5@1c.1/00.0/fixed"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	for _, d := range m.Devices {
+		if d.VGPU != "nvidia-1234" || d.PhysFn != "0000:81:00.0" || d.HostNUMA != 1 || d.Vendor != "10de" || d.Device != "2bb5" || !d.IsGPU() {
+			t.Errorf("%s: %+v", d.Hostpci, d)
+		}
+	}
+	if notes := strings.Join(m.Notes, "\n"); strings.Contains(notes, "not on vfio-pci") || strings.Contains(notes, "mediated") {
+		t.Errorf("notes %q", m.Notes)
+	}
+	// A classic mediated device (no nvidia/ directory: the GPU itself here) is named in
+	// a note and left out; several functions with mdev are refused as qemu-server does.
+	if m, err = vgpuHost(t, "hostpci0: 0000:81:00.0,mdev=nvidia-1234,pcie=1\nhostpci1: 0000:81:00.4,mdev=nvidia-1234,pcie=1\nmachine: q35\n"); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Devices) != 1 || m.Devices[0].Hostpci != "hostpci1" || !strings.Contains(strings.Join(m.Notes, "\n"), "hostpci0 is a mediated device (mdev=nvidia-1234)") {
+		t.Errorf("devices %+v, notes %q", m.Devices, m.Notes)
+	}
+	if _, err := vgpuHost(t, "hostpci0: 0000:81:00.4;0000:81:00.5,mdev=nvidia-1234,pcie=1\nmachine: q35\n"); err == nil || !strings.Contains(err.Error(), "cannot use mediated device with multifunction device") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// vm-layout leaves a vGPU to qemu-server, which sets the VF's type at start.
+func TestLayoutRefusesVGPU(t *testing.T) {
+	m, err := vgpuHost(t, "hostpci0: 0000:81:00.4,mdev=nvidia-1234,pcie=1\nmachine: q35\nmemory: 4096\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := pve.ParseGuest("140.conf", pve.QEMU, 140, "hostpci0: 0000:81:00.4,mdev=nvidia-1234,pcie=1\nmachine: q35\nmemory: 4096\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(g, nil, m); err == nil || !strings.Contains(err.Error(), "hostpci0 is an NVIDIA vGPU (mdev=nvidia-1234)") {
+		t.Errorf("err = %v", err)
+	}
+}

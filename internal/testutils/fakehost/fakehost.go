@@ -124,6 +124,10 @@ type Device struct {
 	Model string
 	// RDMA names the device's InfiniBand/RoCE port ("mlx5_0"), for NICs.
 	RDMA string
+	// VirtFns are the SR-IOV virtual functions of a physical function, enabled: each is
+	// a device of the same bus at its own slot and function, with a physfn link to this
+	// one, which has a virtfnN link to each and the sriov_* files.
+	VirtFns []Device
 }
 
 // BAR is a base address register as the kernel placed it; Start 0 leaves it unassigned.
@@ -448,6 +452,18 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 	}
 	if d.Driver == "nvidia" && d.Class>>16 == 0x03 {
 		b.gpus = append(b.gpus, placed{addr: a, dev: d, path: dir})
+	}
+	if len(d.VirtFns) > 0 {
+		t.file(dir+"/sriov_totalvfs", fmt.Sprintf("%d\n", len(d.VirtFns)))
+		t.file(dir+"/sriov_numvfs", fmt.Sprintf("%d\n", len(d.VirtFns)))
+		for i, vf := range d.VirtFns {
+			if err := b.device(parentDir, domain, bus, numa, vf, false); err != nil {
+				return err
+			}
+			vdir := parentDir + "/" + pci.Address{Domain: domain, Bus: bus, Device: vf.Slot, Function: vf.Func}.String()
+			t.link(vdir+"/physfn", dir)
+			t.link(fmt.Sprintf("%s/virtfn%d", dir, i), vdir)
+		}
 	}
 	if d.Class>>8 == 0x0604 {
 		t.file(dir+"/secondary_bus_number", fmt.Sprintf("%d\n", d.Secondary))
