@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,9 +27,13 @@ import (
 // that a VM cannot reach each other between.
 var p2pChecks = []string{"iommu-page-faults", "sev-snp", "p2p-topology"}
 
+// hostP2PChecks are the host's checks whose findings a VM's manifest carries: what the
+// guest cannot see of peer-to-peer between its GPUs.
+var hostP2PChecks = []string{"iommu-page-faults", "sev-snp", "iommu-translated"}
+
 func newNCCLTopo(g *globals) *cobra.Command {
 	var vmid int
-	var manifest, file, check string
+	var manifest, file, check, p2pFile string
 	var withGPUs bool
 	cmd := &cobra.Command{
 		Use:   "nccl-topo",
@@ -69,6 +74,8 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 				return errors.New("--vm (on the Proxmox host) and --manifest (in the guest) are the two ends of one job; use one of them")
 			case vmid != 0 && withGPUs:
 				return errors.New("--with-gpus shapes the topology file; --vm writes a manifest")
+			case p2pFile != "" && vmid == 0:
+				return errors.New("--p2p carries a host's p2p result into a VM's manifest: it goes with --vm")
 			case check != "":
 				return checkTopology(g, check)
 			}
@@ -80,6 +87,9 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 			if vmid != 0 {
 				m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
 				if err != nil {
+					return err
+				}
+				if m.P2P, err = hostP2P(h, inv, m, p2pFile); err != nil {
 					return err
 				}
 				res.Manifest, res.Notes = m, append([]string{}, m.Notes...)
@@ -101,9 +111,26 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 				res.artifact = nccl.Marshal(x)
 				res.XML = string(res.artifact)
 			}
-			res.P2PDisable, res.P2PReasons, err = p2pAdvice(h, inv)
-			if err != nil {
-				return err
+			switch {
+			case res.Manifest != nil:
+				res.setVerdict(res.Manifest.Verdict())
+			case res.guest != nil:
+				// The host's verdict, and faults the guest's own kernel logged.
+				v := res.guest.Verdict()
+				_, faults, err := p2pAdvice(h, inv, "iommu-page-faults")
+				if err != nil {
+					return err
+				}
+				for _, f := range faults {
+					v.Disable = true
+					v.Reasons = append(v.Reasons, vmlayout.P2PFinding{ID: "guest " + f.ID, Severity: f.Severity.String(), Title: f.Title})
+				}
+				res.setVerdict(v)
+			default:
+				res.P2PDisable, res.P2PReasons, err = p2pAdvice(h, inv, p2pChecks...)
+				if err != nil {
+					return err
+				}
 			}
 			if file != "" {
 				abs, err := filepath.Abs(file)
@@ -124,6 +151,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 	f.StringVar(&file, "file", "", "write the topology (or the manifest) to this file instead of standard output")
 	f.StringVar(&check, "check", "", "check a topology file against NCCL's parser rules")
 	f.BoolVar(&withGPUs, "with-gpus", false, "add <gpu dev= sm=> elements (NCCL trusts them over its own detection)")
+	f.StringVar(&p2pFile, "p2p", "", "with --vm: a gpusplit p2p result saved on this host (p2p --save), carried into the manifest")
 	return cmd
 }
 
@@ -134,9 +162,28 @@ type ncclResult struct {
 	File       string             `json:"file,omitempty"`
 	P2PDisable bool               `json:"p2p_disable"`
 	P2PReasons []doctor.Finding   `json:"p2p_reasons"`
-	Notes      []string           `json:"notes"`
-	Warnings   []string           `json:"warnings"`
+	// P2PVerdict is a VM's verdict, from the host's evidence in its manifest: the same
+	// on the host (--vm) and in the guest (--manifest).
+	P2PVerdict *vmlayout.P2PVerdict `json:"p2p_verdict,omitempty"`
+	Notes      []string             `json:"notes"`
+	Warnings   []string             `json:"warnings"`
 	artifact   []byte
+	guest      *vmlayout.Manifest // the manifest read in the guest
+}
+
+// setVerdict makes a VM's verdict the result's advice.
+func (r *ncclResult) setVerdict(v vmlayout.P2PVerdict) {
+	r.P2PVerdict, r.P2PDisable, r.P2PReasons = &v, v.Disable, []doctor.Finding{}
+	for _, f := range v.Reasons {
+		sev := doctor.Info
+		switch f.Severity {
+		case "warning":
+			sev = doctor.Warning
+		case "error":
+			sev = doctor.Error
+		}
+		r.P2PReasons = append(r.P2PReasons, doctor.Finding{ID: f.ID, Severity: sev, Title: f.Title, Evidence: []string{}})
+	}
 }
 
 func (r *ncclResult) print(g *globals, vmid int) error {
@@ -168,12 +215,20 @@ func (r *ncclResult) print(g *globals, vmid int) error {
 	default:
 		fmt.Fprintf(msg, "wrote %s\nexport NCCL_TOPO_FILE=%s\n", r.File, r.File)
 	}
-	if r.P2PDisable {
+	switch {
+	case r.P2PVerdict != nil && r.P2PDisable:
+		fmt.Fprintf(msg, "export NCCL_P2P_DISABLE=1   # advised, from the host's evidence in the manifest:\n")
+		for _, f := range r.P2PReasons {
+			fmt.Fprintf(msg, "#   %s: %s\n", f.ID, f.Title)
+		}
+	case r.P2PVerdict != nil:
+		fmt.Fprintf(msg, "# NCCL_P2P_DISABLE=1 is not advised: %s\n", r.P2PReasons[len(r.P2PReasons)-1].Title)
+	case r.P2PDisable:
 		fmt.Fprintf(msg, "export NCCL_P2P_DISABLE=1   # advised; the doctor found:\n")
 		for _, f := range r.P2PReasons {
 			fmt.Fprintf(msg, "#   %s: %s\n", f.ID, f.Title)
 		}
-	} else {
+	default:
 		fmt.Fprintf(msg, "# NCCL_P2P_DISABLE=1 is not advised: the doctor's %s found nothing against peer-to-peer\n", strings.Join(p2pChecks, ", "))
 	}
 	return nil
@@ -206,7 +261,7 @@ func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *nc
 
 // guestTopology is the topology of a VM's GPUs from the manifest written on its host.
 func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res *ncclResult) (*nccl.Node, error) {
-	data, err := os.ReadFile(manifest)
+	data, err := host.ReadUserFile(manifest, maxManifest, "a VM manifest")
 	if err != nil {
 		return nil, fmt.Errorf("--manifest: %w", err)
 	}
@@ -220,12 +275,61 @@ func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res 
 	}
 	x, notes := vmlayout.GuestTopology(h, m, pairs)
 	res.Notes = append(res.Notes, notes...)
+	res.guest = m
 	return x, nil
 }
 
+// hostP2P is the host's evidence on peer-to-peer for a VM's manifest: the warnings and
+// errors of hostP2PChecks, and the pairs of the VM's GPUs in a saved p2p result.
+func hostP2P(h *host.Host, inv *inventory.Inventory, m *vmlayout.Manifest, p2pFile string) (*vmlayout.HostP2P, error) {
+	_, findings, err := p2pAdvice(h, inv, hostP2PChecks...)
+	if err != nil {
+		return nil, err
+	}
+	hp := &vmlayout.HostP2P{Checks: hostP2PChecks, Findings: []vmlayout.P2PFinding{}}
+	for _, f := range findings {
+		hp.Findings = append(hp.Findings, vmlayout.P2PFinding{ID: f.ID, Severity: f.Severity.String(), Title: f.Title})
+	}
+	if p2pFile == "" {
+		return hp, nil
+	}
+	data, err := host.ReadUserFile(p2pFile, maxP2PResult, "a p2p result")
+	if err != nil {
+		return nil, fmt.Errorf("--p2p: %w", err)
+	}
+	var saved struct {
+		Pairs []vmlayout.P2PPair `json:"pairs"`
+	}
+	if err := json.Unmarshal(data, &saved); err != nil || saved.Pairs == nil {
+		return nil, fmt.Errorf("--p2p %s: not a gpusplit p2p result (p2p --save or p2p -o json writes one): %v", p2pFile, err)
+	}
+	mine := map[string]bool{}
+	for _, d := range m.Devices {
+		if d.IsGPU() {
+			mine[d.HostAddress.String()] = true
+		}
+	}
+	for _, p := range saved.Pairs {
+		if mine[p.Src] && mine[p.Dst] && p.Src != p.Dst {
+			hp.Measured = append(hp.Measured, p)
+		}
+	}
+	if len(hp.Measured) == 0 {
+		return nil, fmt.Errorf("--p2p %s measured no pair of VM %d's GPUs: run gpusplit p2p on them (before the split, or with --devices) and save it", p2pFile, m.VMID)
+	}
+	hp.MeasuredFile = p2pFile
+	return hp, nil
+}
+
+// maxManifest caps a manifest: 16 entries of 8 functions with their notes are ~30 KB.
+const maxManifest = 4 << 20
+
+// maxP2PResult caps a saved p2p result: 16 GPUs' pairs with their checks are ~200 KB.
+const maxP2PResult = 8 << 20
+
 // p2pAdvice runs the doctor's peer-to-peer checks: NCCL_P2P_DISABLE=1 is advised when any
 // of them warns or worse.
-func p2pAdvice(h *host.Host, inv *inventory.Inventory) (bool, []doctor.Finding, error) {
+func p2pAdvice(h *host.Host, inv *inventory.Inventory, checks ...string) (bool, []doctor.Finding, error) {
 	var log io.Reader
 	r, logErr := h.OpenKernelLog()
 	if logErr == nil {
@@ -236,7 +340,7 @@ func p2pAdvice(h *host.Host, inv *inventory.Inventory) (bool, []doctor.Finding, 
 	if err != nil {
 		return false, nil, err
 	}
-	report, err := doctor.Run(env, p2pChecks)
+	report, err := doctor.Run(env, checks)
 	if err != nil {
 		return false, nil, err
 	}

@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -186,4 +187,20 @@ func byteSize(n int64) string {
 func trimZero(f float64) string {
 	s := fmt.Sprintf("%.1f", f)
 	return strings.TrimSuffix(s, ".0")
+}
+
+// ReadUserFile reads a file named on the command line (a manifest, a saved result): a
+// regular file of at most max bytes, what says what it is for; never a FIFO, which
+// would hang the read, or a device, which could fill memory. Links are followed: the
+// user named the file.
+func ReadUserFile(name string, max int64, what string) ([]byte, error) {
+	real, err := filepath.EvalSymlinks(name)
+	if err != nil {
+		return nil, err
+	}
+	data, err := readRegular(real, fileCap{max: max, what: what}, true)
+	if err != nil {
+		return nil, &PathError{Op: "read", Path: name, Err: err}
+	}
+	return data, nil
 }

@@ -31,7 +31,10 @@ type Manifest struct {
 	// GuestNUMA are the guest's NUMA nodes that are bound to exactly one host node
 	// (numaN: …,hostnodes=H).
 	GuestNUMA []GuestNode `json:"guest_numa"`
-	Notes     []string    `json:"notes"`
+	// P2P is the host's evidence on peer-to-peer between the VM's GPUs (nccl-topo
+	// --vm adds it); Verdict reads it.
+	P2P   *HostP2P `json:"p2p,omitempty"`
+	Notes []string `json:"notes"`
 }
 
 // Device is one PCI function passed through.
@@ -61,6 +64,8 @@ type Device struct {
 	// VGPU is the NVIDIA vGPU type of a virtual function passed as a vGPU
 	// (mdev=nvidia-N, kernels since 6.8), and PhysFn the GPU it is part of; HostNUMA and
 	// the link are the GPU's.
+	// Clique is the x-nv-gpudirect-clique the VM's args give the entry, if any.
+	Clique *int   `json:"clique,omitempty"`
 	VGPU   string `json:"vgpu,omitempty"`
 	PhysFn string `json:"physfn,omitempty"`
 	// Choice says how the host device was found: "fixed" (the entry names one

@@ -330,6 +330,12 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 	if gpus == 0 {
 		return nil, fmt.Errorf("VM %d passes through no GPU (%d functions, none a display controller): there is nothing to describe", vmid, len(m.Devices))
 	}
+	cliques := readCliques(g)
+	for i, d := range m.Devices {
+		if c, ok := cliques[d.Hostpci]; ok {
+			m.Devices[i].Clique = &c
+		}
+	}
 	m.GuestNUMA, m.Notes = guestNUMA(g, m.Devices, m.Notes)
 	return m, nil
 }
