@@ -65,12 +65,11 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
   gpusplit p2p --integrity-only --sizes 4K,1M,256M
   gpusplit p2p --devices 0000:81:00.0,0000:91:00.0 -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if g.demo || g.root != "/" {
 				return errors.New("p2p copies between this machine's GPUs through CUDA; --root and --demo name another machine")
 			}
 			opt := p2p.Options{Passes: passes, Runs: runs, IntegrityOnly: integrityOnly}
-			var err error
 			if opt.Sizes, err = parseSizes(sizes); err != nil {
 				return fmt.Errorf("--sizes: %w", err)
 			}
@@ -88,7 +87,17 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 			if err != nil {
 				return &ExitError{Code: ExitNoCUDA, Err: err}
 			}
-			defer d.Close()
+			defer func() {
+				// What the driver could not release is an error of its own, after the
+				// report; a run that already fails keeps its status and says it too.
+				if cerr := d.Close(); cerr != nil {
+					if err == nil {
+						err = cerr
+					} else {
+						fmt.Fprintf(g.stderr, "gpusplit: %v\n", cerr)
+					}
+				}
+			}()
 			h, inv, err := g.inventory()
 			if err != nil {
 				return err

@@ -290,10 +290,11 @@ func (d *Driver) Free(m p2p.Mem) error {
 		delete(d.host, m.Ptr)
 		return d.check("cuMemFreeHost", -1, d.a.cuMemFreeHost(p))
 	}
-	if err := d.use(m.Dev); err != nil {
-		return err
-	}
-	return d.check("cuMemFree_v2", m.Dev, d.a.cuMemFree(m.Ptr))
+	// The memory is freed even when its context cannot be made current: under unified
+	// addressing cuMemFree finds the allocation by its address, and a failed switch must
+	// not leak it.
+	err := d.use(m.Dev)
+	return errors.Join(err, d.check("cuMemFree_v2", m.Dev, d.a.cuMemFree(m.Ptr)))
 }
 
 // Write copies src into device memory.
@@ -403,7 +404,7 @@ func (d *Driver) Time(copies []p2p.Copy, repeat int) (t p2p.Timing, err error) {
 			}
 		}
 		for _, ev := range events {
-			d.a.cuEventDestroy(ev)
+			err = errors.Join(err, d.check("cuEventDestroy_v2", -1, d.a.cuEventDestroy(ev)))
 		}
 	}()
 	for k, c := range copies {
