@@ -47,10 +47,14 @@ func newP2P(g *globals) *cobra.Command {
 		Short: "Check that GPU-to-GPU copies arrive intact, and measure them",
 		Long: `For every ordered pair of GPUs, copy a pattern that depends on position and pass from one
 to the other, through peer access where the driver allows it and through the driver's
-staged path (host memory), read it back and compare every byte; then measure
-unidirectional and bidirectional bandwidth with and without peer access, and the latency
-of small copies, timed by the GPU (median of several runs after a warm-up), and each GPU's
-copies to and from host memory. Each pair gets a verdict: ok, corrupt, no-peer-access, or
+staged path (host memory), read it back and compare every byte; then measure, as
+p2pBandwidthLatencyTest does, unidirectional and bidirectional bandwidth (both directions
+at once, their sum) with and without peer access, a GPU with itself counting the bytes
+read and written, and the latency of small copies timed by the GPU with the stream held
+back until all are queued, beside the host's time to queue one (median of several runs
+after a warm-up), and each GPU's copies to and from host memory. The report says how
+each figure is counted (in -o json, its "method"). Each pair gets a verdict: ok,
+corrupt, no-peer-access, or
 slow for its link and topology relation; the summary says which NCCL settings follow
 (NCCL_P2P_DISABLE=1, or NCCL_P2P_LEVEL when only closer paths are safe), beside the
 doctor's IOMMU fault and P2P topology findings.

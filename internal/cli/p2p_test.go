@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,6 +97,50 @@ func TestP2PFails(t *testing.T) {
 	}
 	if f.Live != 0 || len(f.PeerOn) != 0 {
 		t.Errorf("left %d allocations, peer access %v", f.Live, f.PeerOn)
+	}
+}
+
+// A driver that cannot release what it holds: the report comes out, then the error and
+// exit status 1; on a corrupt run, status 2 stays and the error is said too.
+func TestP2PCloseFails(t *testing.T) {
+	f := p2ptest.New(2)
+	f.FailCall = "cuDevicePrimaryCtxRelease_v2"
+	withDriver(t, f, nil)
+	out, _, err := run(t, quick...)
+	if err == nil || !strings.Contains(err.Error(), "cuDevicePrimaryCtxRelease_v2 on GPU 0") || !strings.Contains(out, "all 4 pairs ok") {
+		t.Errorf("err = %v\n%s", err, out)
+	}
+	f = p2ptest.New(2)
+	f.FailCall = "cuDevicePrimaryCtxRelease_v2"
+	f.Corrupt[[2]int{0, 1}] = p2p.PathPeer
+	withDriver(t, f, nil)
+	_, stderr, err := run(t, quick...)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitCorrupt || !strings.Contains(stderr, "cuDevicePrimaryCtxRelease_v2 on GPU 0") {
+		t.Errorf("err = %v, stderr %q", err, stderr)
+	}
+}
+
+// The JSON carries each figure's unit and the run's conventions.
+func TestP2PJSONMethod(t *testing.T) {
+	withDriver(t, p2ptest.New(2), nil)
+	out, _, err := run(t, append(quick, "-o", "json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Method map[string]any `json:"method"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	m := doc.Method
+	if m["bandwidth_unit"] != "GB/s" || m["latency_unit"] != "us" || m["gb_bytes"] != 1e9 || m["within_gpu_bytes_factor"] != 2.0 ||
+		!strings.Contains(fmt.Sprint(m["bidirectional"]), "sum") || m["statistic"] != "median" || m["runs"] != 1.0 {
+		t.Errorf("method %v", m)
+	}
+	if !strings.Contains(out, `"host_latency_us": {`) || !strings.Contains(out, `"unit": "us"`) || !strings.Contains(out, `"unit": "GB/s"`) {
+		t.Errorf("figures without units:\n%s", out)
 	}
 }
 

@@ -167,4 +167,6 @@ func (f *Fake) Time(copies []p2p.Copy, repeat int) (p2p.Timing, error) {
 	return p2p.Timing{GPU: longest, Host: time.Duration(repeat*len(copies)) * f.HostCall}, nil
 }
 
-func (f *Fake) Close() error { return nil }
+// Close releases the fake's contexts: cuDevicePrimaryCtxRelease_v2 is the call that
+// FailCall can make fail.
+func (f *Fake) Close() error { return f.call("cuDevicePrimaryCtxRelease_v2", 0) }
