@@ -147,6 +147,15 @@ var contractCases = map[string][]contractCase{
 		}},
 		{name: "no such VM", args: fixed("--demo", "--vm", "999"), code: 1},
 	},
+	"gpusplit pve p2p-clique": {
+		{name: "refused, whole-slot entries", args: fixed("--demo", "--vm", "131"), code: 1},
+		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", gpuFunctionVM(t, f.sample(t)), "--vm", "140"}
+		}},
+		{name: "written", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", gpuFunctionVM(t, f.sample(t)), "--vm", "140", "--clique", "1", "--apply"}
+		}},
+	},
 	"gpusplit pve backups": {
 		{name: "none", args: fixed("--demo")},
 		{name: "after a sync", args: func(t *testing.T, f *fixtures) []string {
@@ -547,4 +556,15 @@ func TestContractDefaults(t *testing.T) {
 			t.Errorf("tool %s: %v, want %s", c.args, err, want)
 		}
 	}
+}
+
+// gpuFunctionVM gives the sample host a VM 140 that passes two GPUs by their GPU
+// function alone, as a gpudirect clique needs, and returns the root.
+func gpuFunctionVM(t *testing.T, root string) string {
+	t.Helper()
+	conf := "hostpci0: 0000:81:00.0,pcie=1\nhostpci1: 0000:91:00.0,pcie=1\nmachine: q35\nmemory: 4096\n"
+	if err := os.WriteFile(filepath.Join(root, "etc/pve/nodes/kpro6/qemu-server/140.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

@@ -240,6 +240,14 @@ func commandFiles() map[string][]File {
 			{"/var/lock/qemu-server/lock-ID.conf", "Locked, as qemu-server locks it, while the VM's config is checked and replaced."},
 			fileNodeName,
 		}),
+		"gpusplit pve p2p-clique": concatFiles(scanFiles(), []File{
+			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; with --apply writes its args with the clique."},
+			fileMappings, fileBackups,
+			{"/var/lock/qemu-server/lock-ID.conf", "Locked, as qemu-server locks it, while the VM's config is checked and replaced."},
+			{"/dev/kmsg", "Read, for the host's evidence on peer-to-peer (IOMMU faults, SEV-SNP)."},
+			{"FILE of --p2p", "Read: a gpusplit p2p result saved on this host."},
+			fileNodeName,
+		}),
 		"gpusplit pve backups": {
 			{pve.BackupDir + "/*, " + pve.BackupDir + "/*.json", "Reads the backups and, beside each, which file it is of, when it was replaced and by which command."},
 		},

@@ -54,11 +54,12 @@ func checkP2PTopology(e *Env) []Finding {
 		f := Finding{Evidence: capped(apart, 12)}
 		if e.Guest {
 			f.Severity = Warning
-			f.Title = "in this VM the GPUs share no PCIe switch: peer-to-peer DMA cannot work here"
-			f.Remedy = "Each GPU sits on its own (virtual) root port, so a peer-to-peer transfer must cross the host's root complex and its IOMMU " +
-				"through the hypervisor, which does not route it; ACS settings cannot change that, since no switch lies between the GPUs. " +
-				"Use NCCL_P2P_DISABLE=1 in the VM (NCCL falls back to shared memory), or run multi-GPU jobs on the host or in a container, " +
-				"where the GPUs are on the nvidia driver. gpusplit p2p shows what actually works."
+			f.Title = "in this VM the GPUs share no PCIe switch: whether peer-to-peer is safe is the host's to say"
+			f.Remedy = "Each GPU sits on its own (virtual) root port, so a peer-to-peer transfer crosses the host's root complex and its IOMMU; " +
+				"from here nothing tells whether that works, and the NVIDIA driver gives the GPUs peer access only when the host puts them " +
+				"in a gpudirect clique. Use the host's verdict: gpusplit nccl-topo --vm ID on the host writes it into the VM's manifest, " +
+				"nccl-topo --manifest here repeats it, and gpusplit pve p2p-clique sets the clique where the host's evidence allows. " +
+				"Without a manifest, NCCL_P2P_DISABLE=1 is the safe choice. gpusplit p2p shows what actually works."
 		} else {
 			f.Severity = Info
 			f.Title = "GPU pairs with no shared PCIe switch: their peer-to-peer traffic crosses the root complex"

@@ -133,6 +133,20 @@ func readCliques(g *pve.Guest) map[string]int {
 // MaxClique is the highest clique id: QEMU's property is 4 bits (0–15).
 const MaxClique = 15
 
+// UnsafeError refuses a clique that the host's evidence speaks against.
+type UnsafeError struct {
+	VMID    int
+	Verdict P2PVerdict
+}
+
+func (e UnsafeError) Error() string {
+	var why []string
+	for _, r := range e.Verdict.Reasons {
+		why = append(why, r.ID+": "+r.Title)
+	}
+	return fmt.Sprintf("the host's evidence says peer copies between VM %d's GPUs are unsafe, so they get no clique:\n  %s", e.VMID, strings.Join(why, "\n  "))
+}
+
 // SetClique puts the VM's GPUs into gpudirect clique n, which tells the NVIDIA driver in
 // the guest that they may use peer access to each other: -set
 // device.hostpciN.x-nv-gpudirect-clique=n in args for each single-function GPU entry
@@ -145,11 +159,7 @@ func SetClique(g *pve.Guest, m *Manifest, n int) ([]string, error) {
 		return nil, fmt.Errorf("clique %d: QEMU's x-nv-gpudirect-clique is 0 to %d", n, MaxClique)
 	}
 	if v := m.Verdict(); v.Unsafe {
-		var why []string
-		for _, r := range v.Reasons {
-			why = append(why, r.ID+": "+r.Title)
-		}
-		return nil, fmt.Errorf("the host's evidence says peer copies between VM %d's GPUs are unsafe, so they get no clique:\n  %s", g.ID, strings.Join(why, "\n  "))
+		return nil, UnsafeError{VMID: g.ID, Verdict: v}
 	}
 	entries := map[string][]Device{}
 	for _, d := range m.Devices {
@@ -175,7 +185,7 @@ func SetClique(g *pve.Guest, m *Manifest, n int) ([]string, error) {
 		gpus = append(gpus, k)
 	}
 	if len(multi) > 0 {
-		return nil, fmt.Errorf("%s pass several functions each: qemu-server names them %s.0, %s.1…, which QEMU's -set cannot reach (\"there is no device %q defined\"); give each GPU an entry of its GPU function alone (host=%s, or a mapping of that function: CUDA needs nothing of the HDMI audio function), or lay the VM out with gpusplit pve vm-layout, whose vfio-pci devices take the property",
+		return nil, fmt.Errorf("%s pass several functions each: qemu-server names them %s.0, %s.1…, which QEMU's -set cannot reach (QEMU: there is no device \"%s\" defined); give each GPU an entry of its GPU function alone (host=%s, or a mapping of that function: CUDA needs nothing of the HDMI audio function), or lay the VM out with gpusplit pve vm-layout, whose vfio-pci devices take the property",
 			strings.Join(multi, ", "), multi[0], multi[0], multi[0], first)
 	}
 	if len(gpus) < 2 {
@@ -220,6 +230,26 @@ func SetLayoutClique(g *pve.Guest, n int) ([]string, error) {
 	}
 	g.Set("args", strings.Join(fields, " "))
 	return []string{fmt.Sprintf("VM %d: %s in gpudirect clique %d; takes effect at the VM's next start", g.ID, strings.Join(set, ", "), n)}, nil
+}
+
+// LaidOut is the manifest of a VM whose GPUs are in vm-layout's own devices, as far as
+// the host's P2P evidence needs it: each GPU function (gpusplit-hostpciN.0 or
+// gpusplit-hostpciN) by its host address.
+func LaidOut(g *pve.Guest) *Manifest {
+	m := &Manifest{VMID: g.ID, Devices: []Device{}}
+	args, _ := g.Get("args")
+	fields := strings.Fields(args)
+	for i, f := range fields {
+		id := propOf(f, "id")
+		if i == 0 || fields[i-1] != "-device" || !strings.HasPrefix(f, "vfio-pci,") || !strings.HasPrefix(id, IDPrefix+"hostpci") ||
+			(strings.Contains(id, ".") && !strings.HasSuffix(id, ".0")) {
+			continue
+		}
+		if a, err := pci.ParseAddress(propOf(f, "host")); err == nil {
+			m.Devices = append(m.Devices, Device{Hostpci: strings.TrimPrefix(strings.TrimSuffix(id, ".0"), IDPrefix), HostAddress: a, Class: "0x030000"})
+		}
+	}
+	return m
 }
 
 // propOf returns a property of a -device value: "id" of "vfio-pci,host=…,id=x".

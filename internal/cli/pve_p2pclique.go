@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
+)
+
+// p2pCliqueDoc is pve p2p-clique -o json (docs/json.md).
+type p2pCliqueDoc struct {
+	VMID     int                 `json:"vmid"`
+	Path     string              `json:"path"`
+	Clique   int                 `json:"clique"`
+	Verdict  vmlayout.P2PVerdict `json:"verdict"`
+	Diff     string              `json:"diff"`
+	Notes    []string            `json:"notes"`
+	Applied  bool                `json:"applied"`
+	Problems []string            `json:"problems"`
+	Files    []pve.FileResult    `json:"files"`
+}
+
+func newPVEP2PClique(g *globals) *cobra.Command {
+	var vmid, clique int
+	var apply, dryRun bool
+	var p2pFile string
+	cmd := &cobra.Command{
+		Use:   "p2p-clique",
+		Short: "Let the NVIDIA driver in a VM use peer access between its GPUs (x-nv-gpudirect-clique; diff, --apply writes)",
+		Long: `Put a VM's passed-through GPUs into one gpudirect clique: QEMU's x-nv-gpudirect-clique
+property of vfio-pci tells the NVIDIA driver in the guest which GPUs may use peer access to
+each other, which it cannot tell from the flat PCIe tree a VM has. The property is set on
+Proxmox's own hostpci devices without replacing them (args: -set
+device.hostpciN.x-nv-gpudirect-clique=N), or on the vfio-pci devices of gpusplit's
+vm-layout.
+
+Refused when the host's evidence says peer copies are unsafe (IOMMU faults naming GPUs,
+SEV-SNP forcing translation, a saved p2p run that found corruption: --p2p FILE), and for
+entries that pass several functions (a whole slot, GPU and HDMI audio): qemu-server names
+those hostpciN.0, hostpciN.1, which QEMU's -set cannot reach.
+
+Without --apply it changes nothing and prints the diff; --apply writes it under Proxmox's
+lock, with a backup. It takes effect at the VM's next start. In the guest, check it with
+nvidia-smi topo -p2p r, or gpusplit p2p; undo it by removing the -set options (or the
+property) from args, or with the backup. docs/vm-topology.md has the details.`,
+		Example: `  gpusplit --demo pve p2p-clique --vm 131
+  sudo gpusplit pve p2p-clique --vm 131 --p2p /root/p2p.json --apply`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case vmid == 0:
+				return errors.New("--vm names the VM whose GPUs go into the clique")
+			case apply && dryRun:
+				return errors.New("--apply and --dry-run contradict each other; use one")
+			}
+			if apply {
+				if err := needRoot(g, "pve p2p-clique --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+					return err
+				}
+			}
+			h, inv, err := g.inventory()
+			if err != nil {
+				return err
+			}
+			guest, err := pve.ReadGuest(h, pve.QEMU, vmid)
+			if err != nil {
+				return err
+			}
+			old := guest.String()
+			doc := p2pCliqueDoc{VMID: vmid, Path: pve.GuestPath(pve.QEMU, vmid), Clique: clique, Notes: []string{}, Problems: []string{}, Files: []pve.FileResult{}}
+			m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
+			switch {
+			case errors.Is(err, vmlayout.ErrLaidOut):
+				// The GPUs are in vm-layout's own devices: the host's evidence still
+				// decides, from the layout's GPUs.
+				m = vmlayout.LaidOut(guest)
+				if m.P2P, err = hostP2P(h, inv, m, p2pFile); err != nil {
+					return err
+				}
+				if doc.Verdict = m.Verdict(); doc.Verdict.Unsafe {
+					return vmlayout.UnsafeError{VMID: vmid, Verdict: doc.Verdict}
+				}
+				doc.Notes, err = vmlayout.SetLayoutClique(guest, clique)
+			case err != nil:
+				return err
+			default:
+				if m.P2P, err = hostP2P(h, inv, m, p2pFile); err != nil {
+					return err
+				}
+				doc.Verdict = m.Verdict()
+				doc.Notes, err = vmlayout.SetClique(guest, m, clique)
+			}
+			if err != nil {
+				return err
+			}
+			if h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid)) {
+				doc.Notes = append(doc.Notes, fmt.Sprintf("VM %d is running: the clique takes effect when it is stopped and started again", vmid))
+			}
+			doc.Diff = pve.Diff(doc.Path, old, guest.String())
+			w := &pve.Writer{H: h, Command: "pve p2p-clique --apply"}
+			edits := []pve.Edit{{Path: doc.Path, Old: old, New: guest.String()}}
+			var werr error
+			if apply {
+				doc.Files, werr = w.Commit(edits)
+				var tx *pve.TxError
+				if errors.As(werr, &tx) {
+					for _, p := range tx.Problems {
+						doc.Problems = append(doc.Problems, p.String())
+					}
+				}
+				doc.Applied = werr == nil
+			} else {
+				for _, p := range w.Check(edits) {
+					doc.Problems = append(doc.Problems, p.String())
+				}
+				if len(doc.Problems) > 0 {
+					werr = errSyncStops
+				}
+			}
+			if g.json() {
+				if err := g.writeJSON(doc); err != nil {
+					return err
+				}
+				return werr
+			}
+			fmt.Fprint(g.stdout, doc.Diff)
+			for _, n := range doc.Notes {
+				fmt.Fprintf(g.stdout, "# %s\n", n)
+			}
+			fmt.Fprintln(g.stdout, "# in the guest, after its next start: nvidia-smi topo -p2p r shows OK between these GPUs, and gpusplit p2p measures them")
+			switch {
+			case apply && doc.Applied:
+				fmt.Fprintf(g.stdout, "wrote %s; the previous version is in %s.\n", doc.Path, rootedPath(h, pve.BackupDir))
+			case !apply && len(doc.Problems) > 0:
+				fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop:\n  %s\n", strings.Join(doc.Problems, "\n  "))
+			case !apply:
+				fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes this change.")
+			}
+			return werr
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&vmid, "vm", 0, "the VM whose GPUs go into the clique")
+	f.IntVar(&clique, "clique", 0, fmt.Sprintf("the clique id, 0 to %d (VMs never share one: it only names GPUs within a VM)", vmlayout.MaxClique))
+	f.StringVar(&p2pFile, "p2p", "", "a gpusplit p2p result saved on this host (p2p --save): a corrupt pair of the VM's GPUs refuses the clique")
+	f.BoolVar(&apply, "apply", false, "write the change")
+	f.BoolVar(&dryRun, "dry-run", false, "print the diff and change nothing (the default)")
+	return cmd
+}
