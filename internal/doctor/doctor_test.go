@@ -195,6 +195,19 @@ func TestChecksFire(t *testing.T) {
 		{id: "gpu-lost", sev: Error, log: "[74889.542044] pcieport 0000:80:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)\n" +
 			"[74889.542184] pcieport 0000:80:01.1:    [ 5] Surprise Down Error    (First)\n", want: "GPU 0000:81:00.0 failed while the host ran: it stopped answering on its PCIe link"},
 		{id: "aer-errors", sev: Warning, log: readFixture(t, "gpu-burn-1.log"), want: "0000:00:02.0: 1 fatal, 1 corrected"},
+		// No public report found has these, so they are written as the driver and the
+		// kernel print them: Xid 92 and 95 like akash-network-support-244.log's real
+		// Xid 94 line (NVRM: Xid (PCI:dddd:bb:dd): N, pid=…, name=…, text), and a fatal
+		// error reported by the GPU itself as drivers/pci/pcie/aer.c's aer_print_error
+		// writes it ("PCIe Bus Error: severity=%s, type=%s, (%s)", then the status and
+		// the error bit).
+		{id: "gpu-lost", sev: Warning, log: "[ 5000.100000] NVRM: Xid (PCI:0000:81:00): 92, pid=2211, name=python3, High single-bit ECC error rate\n",
+			want: "GPU 0000:81:00.0 failed while the host ran: Xid 92, a high rate of single-bit ECC errors"},
+		{id: "gpu-lost", sev: Error, log: "[ 5100.200000] NVRM: Xid (PCI:0000:91:00): 95, pid=48213, name=python3, Uncontained: FBHUB. RST: Yes, D-RST: No\n",
+			want: "GPU 0000:91:00.0 failed while the host ran: Xid 95, an uncontained memory error"},
+		{id: "gpu-lost", sev: Error, log: "[ 5200.300000] nvidia 0000:e1:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)\n" +
+			"[ 5200.300010] nvidia 0000:e1:00.0:   device [10de:2bb1] error status/mask=00004000/00000000\n" +
+			"[ 5200.300020] nvidia 0000:e1:00.0:    [14] CmpltTO                (First)\n", want: "GPU 0000:e1:00.0 failed while the host ran"},
 		{id: "gpu-init-failed", sev: Error, log: readFixture(t, "gpu-operator-1146.log"), want: "RmInitAdapter failed! (0x24:0x72:1568) [state init, status 0x72] (×3)"},
 		{id: "vfio-reset", sev: Error, log: readFixture(t, "single-gpu-passthrough-103.log"), want: "depends on group 14 which is not owned"},
 		// The sample host's GPU 0000:81:00.0 as vfio-pci reports it: its reset_method and the advice.
