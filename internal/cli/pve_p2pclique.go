@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,7 +71,7 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 				return err
 			}
 			old := guest.String()
-			doc := p2pCliqueDoc{VMID: vmid, Path: pve.GuestPath(pve.QEMU, vmid), Clique: clique, Notes: []string{}, Problems: []string{}, Files: []pve.FileResult{}}
+			doc := p2pCliqueDoc{VMID: vmid, Path: pve.GuestPath(pve.QEMU, vmid), Clique: clique, Notes: []string{}}
 			m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
 			switch {
 			case errors.Is(err, vmlayout.ErrLaidOut):
@@ -102,26 +101,8 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 				doc.Notes = append(doc.Notes, fmt.Sprintf("VM %d is running: the clique takes effect when it is stopped and started again", vmid))
 			}
 			doc.Diff = pve.Diff(doc.Path, old, guest.String())
-			w := &pve.Writer{H: h, Command: "pve p2p-clique --apply"}
-			edits := []pve.Edit{{Path: doc.Path, Old: old, New: guest.String()}}
 			var werr error
-			if apply {
-				doc.Files, werr = w.Commit(edits)
-				var tx *pve.TxError
-				if errors.As(werr, &tx) {
-					for _, p := range tx.Problems {
-						doc.Problems = append(doc.Problems, p.String())
-					}
-				}
-				doc.Applied = werr == nil
-			} else {
-				for _, p := range w.Check(edits) {
-					doc.Problems = append(doc.Problems, p.String())
-				}
-				if len(doc.Problems) > 0 {
-					werr = errSyncStops
-				}
-			}
+			doc.Files, doc.Problems, doc.Applied, werr = writeGuest(h, "pve p2p-clique --apply", apply, pve.Edit{Path: doc.Path, Old: old, New: guest.String()})
 			if g.json() {
 				if err := g.writeJSON(doc); err != nil {
 					return err
@@ -133,14 +114,7 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 				fmt.Fprintf(g.stdout, "# %s\n", n)
 			}
 			fmt.Fprintln(g.stdout, "# in the guest, after its next start: nvidia-smi topo -p2p r shows OK between these GPUs, and gpusplit p2p measures them")
-			switch {
-			case apply && doc.Applied:
-				fmt.Fprintf(g.stdout, "wrote %s; the previous version is in %s.\n", doc.Path, rootedPath(h, pve.BackupDir))
-			case !apply && len(doc.Problems) > 0:
-				fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop:\n  %s\n", strings.Join(doc.Problems, "\n  "))
-			case !apply:
-				fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes this change.")
-			}
+			printGuestWrite(g, h, doc.Path, apply, doc.Applied, doc.Problems)
 			return werr
 		},
 	}

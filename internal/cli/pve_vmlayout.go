@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
@@ -92,27 +93,9 @@ docs/vm-topology.md has the details.`,
 			if h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid)) {
 				notes = append(notes, fmt.Sprintf("VM %d is running: the layout takes effect when it is stopped and started again", vmid))
 			}
-			doc := vmLayoutDoc{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes, Problems: []string{}, Files: []pve.FileResult{}}
-			w := &pve.Writer{H: h, Command: "pve vm-layout --apply"}
-			edits := []pve.Edit{{Path: path, Old: old, New: guest.String()}}
+			doc := vmLayoutDoc{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes}
 			var werr error
-			if apply {
-				doc.Files, werr = w.Commit(edits)
-				var tx *pve.TxError
-				if errors.As(werr, &tx) {
-					for _, p := range tx.Problems {
-						doc.Problems = append(doc.Problems, p.String())
-					}
-				}
-				doc.Applied = werr == nil
-			} else {
-				for _, p := range w.Check(edits) {
-					doc.Problems = append(doc.Problems, p.String())
-				}
-				if len(doc.Problems) > 0 {
-					werr = errSyncStops
-				}
-			}
+			doc.Files, doc.Problems, doc.Applied, werr = writeGuest(h, "pve vm-layout --apply", apply, pve.Edit{Path: path, Old: old, New: guest.String()})
 			if g.json() {
 				if err := g.writeJSON(doc); err != nil {
 					return err
@@ -123,14 +106,7 @@ docs/vm-topology.md has the details.`,
 			for _, n := range notes {
 				fmt.Fprintf(g.stdout, "# %s\n", n)
 			}
-			switch {
-			case apply && doc.Applied:
-				fmt.Fprintf(g.stdout, "wrote %s; the previous version is in %s.\n", path, rootedPath(h, pve.BackupDir))
-			case !apply && len(doc.Problems) > 0:
-				fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop:\n  %s\n", strings.Join(doc.Problems, "\n  "))
-			case !apply:
-				fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes this change.")
-			}
+			printGuestWrite(g, h, path, apply, doc.Applied, doc.Problems)
 			return werr
 		},
 	}
@@ -139,4 +115,45 @@ docs/vm-topology.md has the details.`,
 	f.BoolVar(&apply, "apply", false, "write the change")
 	f.BoolVar(&dryRun, "dry-run", false, "print the diff and change nothing (the default)")
 	return cmd
+}
+
+// writeGuest writes one guest config edit with --apply, under Proxmox's lock and with a
+// backup, or checks what would stop it: the files written, the problems found, whether
+// it was applied, and the command's error.
+func writeGuest(h *host.Host, command string, apply bool, edit pve.Edit) ([]pve.FileResult, []string, bool, error) {
+	w := &pve.Writer{H: h, Command: command}
+	problems := []string{}
+	if !apply {
+		for _, p := range w.Check([]pve.Edit{edit}) {
+			problems = append(problems, p.String())
+		}
+		if len(problems) > 0 {
+			return []pve.FileResult{}, problems, false, errSyncStops
+		}
+		return []pve.FileResult{}, problems, false, nil
+	}
+	files, err := w.Commit([]pve.Edit{edit})
+	var tx *pve.TxError
+	if errors.As(err, &tx) {
+		for _, p := range tx.Problems {
+			problems = append(problems, p.String())
+		}
+	}
+	if files == nil {
+		files = []pve.FileResult{}
+	}
+	return files, problems, err == nil, err
+}
+
+// printGuestWrite ends the output of a guest config edit: what was written, or what a
+// dry run found.
+func printGuestWrite(g *globals, h *host.Host, path string, apply, applied bool, problems []string) {
+	switch {
+	case apply && applied:
+		fmt.Fprintf(g.stdout, "wrote %s; the previous version is in %s.\n", path, rootedPath(h, pve.BackupDir))
+	case !apply && len(problems) > 0:
+		fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop:\n  %s\n", strings.Join(problems, "\n  "))
+	case !apply:
+		fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes this change.")
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
@@ -54,14 +53,7 @@ func TestIDOverrides(t *testing.T) {
 			*gpu = (*gpu)[:1] // hostpci1 passes the GPU function alone
 		}
 	}
-	gh, err := gm.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ginv, err := inventory.Build(gh, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ginv := guest(t, gm)
 	pairs, err := Match(m, ginv.Tree, ginv.Devices())
 	if err != nil {
 		t.Fatal(err)
@@ -124,14 +116,7 @@ func igdHost(t *testing.T, conf string) *Manifest {
 			"etc/pve/nodes/pve1/qemu-server/140.conf": conf,
 		},
 	}
-	h, err := m.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := inventory.Build(h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, inv := guest(t, m) // a host here, made the same way
 	man, err := Predict(h, inv.Tree, 140, now)
 	if err != nil {
 		t.Fatal(err)
@@ -247,14 +232,7 @@ func vgpuHost(t *testing.T, conf string) (*Manifest, error) {
 		m.Files[dir+"creatable_vgpu_types"] = "ID    : vGPU Name\n1234  : NVIDIA RTX PRO 6000 Blackwell DC-24Q\n"
 		m.Files[dir+"current_vgpu_type"] = "0\n"
 	}
-	h, err := m.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := inventory.Build(h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, inv := guest(t, m) // a host here, made the same way
 	return Predict(h, inv.Tree, 140, now)
 }
 
