@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -433,6 +434,8 @@ func (d *Driver) Time(copies []p2p.Copy, repeat int) (t p2p.Timing, err error) {
 	if err := d.check("cuStreamWaitValue32_v2", first, d.a.cuStreamWaitValue32(streams[0], d.holdDev[first], 1, geq)); err != nil {
 		return t, err
 	}
+	progress, stalled := watch(hold)
+	defer progress(-1)
 	if err := d.check("cuEventRecord", first, d.a.cuEventRecord(start, streams[0])); err != nil {
 		return t, err
 	}
@@ -461,6 +464,7 @@ func (d *Driver) Time(copies []p2p.Copy, repeat int) (t p2p.Timing, err error) {
 			if err := d.check(call, dev, res); err != nil {
 				return t, err
 			}
+			progress(1)
 		}
 	}
 	t.Host = time.Since(began)
@@ -484,6 +488,10 @@ func (d *Driver) Time(copies []p2p.Copy, repeat int) (t p2p.Timing, err error) {
 	if err := d.check("cuEventRecord", first, d.a.cuEventRecord(stop, streams[0])); err != nil {
 		return t, err
 	}
+	progress(-1)
+	if stalled() {
+		return t, fmt.Errorf("the driver blocked for over %s queuing %d copies while the stream was held back, as it does when a stream's queue is full: the hold was let go and the run is not timed", stallTimeout, repeat*len(copies))
+	}
 	atomic.StoreUint32(hold, 1)
 	for k, s := range streams {
 		if err := d.check("cuStreamSynchronize", owner(copies[k]), d.a.cuStreamSynchronize(s)); err != nil {
@@ -496,6 +504,50 @@ func (d *Driver) Time(copies []p2p.Copy, repeat int) (t p2p.Timing, err error) {
 	}
 	t.GPU = time.Duration(float64(ms) * float64(time.Millisecond))
 	return t, nil
+}
+
+// stallTimeout is how long a call may block while a stream is held before the hold is let
+// go: queuing a copy takes microseconds, unless the driver waits for room in a full
+// queue, which a held stream never makes.
+const stallTimeout = 2 * time.Second
+
+// watch guards a hold, as the timeouts of p2pBandwidthLatencyTest's and nvbandwidth's
+// spin kernels do theirs: the returned progress is called with 1 after each call that
+// queues, and with -1 when the hold ends; when no call has returned for stallTimeout
+// the word is written, and stalled says so from then on.
+func watch(hold *uint32) (progress func(int), stalled func() bool) {
+	var calls atomic.Int64
+	var gave atomic.Bool
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		tick := time.NewTicker(stallTimeout / 8)
+		defer tick.Stop()
+		last, since := calls.Load(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				if n := calls.Load(); n != last {
+					last, since = n, now
+				} else if now.Sub(since) >= stallTimeout {
+					gave.Store(true)
+					atomic.StoreUint32(hold, 1)
+					return
+				}
+			}
+		}
+	}()
+	progress = func(n int) {
+		if n < 0 {
+			once.Do(func() { close(done) })
+			return
+		}
+		calls.Add(1)
+	}
+	stalled = func() bool { return gave.Load() }
+	return progress, stalled
 }
 
 // Close destroys the streams, releases the contexts and unlocks the thread.

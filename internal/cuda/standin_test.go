@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -33,6 +34,19 @@ var (
 func binaries(t *testing.T) (bin, lib string) {
 	t.Helper()
 	buildOnce.Do(func() {
+		// The binary is built from sources this package does not compile (the cuda build
+		// tag, the command line): looking at each one makes go test's cache see them.
+		if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
+			filepath.WalkDir(filepath.Dir(strings.TrimSpace(string(out))), func(p string, e fs.DirEntry, err error) error {
+				if err == nil && e.IsDir() && (e.Name() == ".git" || e.Name() == "testdata") {
+					return filepath.SkipDir
+				}
+				if err == nil && (strings.HasSuffix(p, ".go") || strings.HasSuffix(p, ".c")) {
+					os.Stat(p)
+				}
+				return nil
+			})
+		}
 		buildDir, buildErr = os.MkdirTemp("", "gpusplit-cuda-test-")
 		if buildErr != nil {
 			return
@@ -264,6 +278,22 @@ func TestStandInNoPeer(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.rep.Summary.Advice, "\n"), "2 pairs have no peer access") {
 		t.Errorf("advice %q", res.rep.Summary.Advice)
+	}
+}
+
+// A driver that blocks queuing, as it does when a stream's queue is full, would never get
+// room from a held stream: the hold is let go after a while, and the run fails saying so,
+// the streams drained and everything released.
+func TestStandInFullQueue(t *testing.T) {
+	// 50 operations a stream: the latency runs queue 100 copies.
+	res := runP2P(t, cudastub.Config{GPUs: 2, Model: cudastub.DefaultModel(), Queue: 50}, "--sizes", "4K", "--size", "64K", "--runs", "1")
+	if res.status != 1 || !strings.Contains(res.error, "the driver blocked for over 2s queuing 100 copies while the stream was held back") {
+		t.Errorf("exit status %d, error %q\n%s", res.status, res.error, res.stderr)
+	}
+	res.clean(t)
+	// What was measured before is in the report: the host figures come first.
+	if len(res.rep.Host) != 2 || res.rep.Host[1].GPUToHost == 0 {
+		t.Errorf("host figures %+v", res.rep.Host)
 	}
 }
 

@@ -114,12 +114,16 @@ type Config struct {
 	NoPeer  [][2]int          // pairs (from, to) that cuDeviceCanAccessPeer refuses
 	Corrupt map[[2]int]string // pairs (src, dst) whose copies along a path corrupt
 	Fail    []Fail
-	Report  string // the file the counters go to
+	// Queue is how many operations a stream holds before a call that queues one more
+	// blocks until there is room, as the driver's does (0: no limit).
+	Queue  int
+	Report string // the file the counters go to
 }
 
 // Env is the environment that sets the stand-in up as c says.
 func (c Config) Env() []string {
-	env := []string{"CUDASTUB_GPUS=" + strconv.Itoa(c.GPUs), "CUDASTUB_MODEL=" + c.Model.String(), "CUDASTUB_REPORT=" + c.Report}
+	env := []string{"CUDASTUB_GPUS=" + strconv.Itoa(c.GPUs), "CUDASTUB_MODEL=" + c.Model.String(), "CUDASTUB_REPORT=" + c.Report,
+		"CUDASTUB_QUEUE=" + strconv.Itoa(c.Queue)}
 	var l []string
 	for _, p := range c.NoPeer {
 		l = append(l, fmt.Sprintf("%d>%d", p[0], p[1]))

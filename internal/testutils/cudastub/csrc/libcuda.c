@@ -39,6 +39,9 @@
  *                     offset 7 flipped; path is peer, staged or local
  *   CUDASTUB_FAIL     name:n[:code],...: the n-th call of a function fails (default code
  *                     CUDA_ERROR_OUT_OF_MEMORY)
+ *   CUDASTUB_QUEUE    operations a stream holds before a call that queues one more
+ *                     blocks until it has room, as the driver's does when its queue is
+ *                     full (default: no limit); after 30 s it gives up, a violation
  *   CUDASTUB_REPORT   the report file: "call NAME N", "live KIND N", "violation TEXT"
  */
 #define _GNU_SOURCE
@@ -133,6 +136,7 @@ static struct {
 } fails[MAXFAIL];
 static int nfails;
 static int report_fd = -1;
+static int queue_depth; /* 0: no limit */
 
 /* State. */
 static int initialised;
@@ -177,7 +181,7 @@ struct op {
 };
 struct CUstream_st {
 	struct CUctx_st *ctx;
-	int alive;
+	int alive, queued;
 	double clock; /* when its last operation ended */
 	struct op *head, *tail;
 };
@@ -347,6 +351,12 @@ static void configure(void) {
 			fails[nfails++].code = code;
 		}
 	}
+	if ((v = getenv("CUDASTUB_QUEUE")) != NULL) {
+		queue_depth = atoi(v);
+		if (queue_depth < 0) {
+			config_error("CUDASTUB_QUEUE", v);
+		}
+	}
 	if ((v = getenv("CUDASTUB_REPORT")) != NULL) {
 		report_fd = open(v, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (report_fd < 0) {
@@ -426,6 +436,7 @@ static void advance(void) {
 					o->a_src->busy_until = max2(o->a_src->busy_until, t);
 				}
 				s->clock = t;
+				s->queued--;
 				s->head = o->next;
 				if (s->head == NULL) {
 					s->tail = NULL;
@@ -437,7 +448,23 @@ static void advance(void) {
 	} while (progress);
 }
 
+/* room blocks, as the driver does, while the stream's queue is full: only the host
+ * writing a word that the stream waits on, from another thread, can make room then. */
+static CUresult room(struct CUstream_st *s) {
+	double since = now_ns();
+	while (queue_depth > 0 && s->queued >= queue_depth) {
+		if (now_ns() - since > 30e9) {
+			return violation(CUDA_ERROR_ILLEGAL_STATE, "blocked for ever: the stream's queue is full and what is queued waits");
+		}
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+		advance();
+	}
+	return CUDA_SUCCESS;
+}
+
 static void enqueue(struct CUstream_st *s, struct op *o) {
+	s->queued++;
 	o->enqueued = host_now;
 	o->next = NULL;
 	if (s->tail) {
@@ -883,6 +910,10 @@ EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdevi
 
 /* An asynchronous copy runs on its stream's device, so one of its ends is there. */
 static CUresult queue_copy(struct CUstream_st *s, char *dst, char *src, size_t n, int path, int sd, int dd, struct alloc *ad, struct alloc *as) {
+	CUresult r = room(s);
+	if (r != CUDA_SUCCESS) {
+		return r;
+	}
 	struct op *o = calloc(1, sizeof *o);
 	if (o == NULL) {
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -984,6 +1015,10 @@ EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int
 	if (e->recorded == 0) {
 		return end(CUDA_SUCCESS); /* waiting for an event never recorded waits for nothing */
 	}
+	CUresult full = room(s);
+	if (full != CUDA_SUCCESS) {
+		return end(full);
+	}
 	struct op *o = calloc(1, sizeof *o);
 	if (o == NULL) {
 		return end(CUDA_ERROR_OUT_OF_MEMORY);
@@ -1013,6 +1048,10 @@ EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint
 		FAIL(CUDA_ERROR_INVALID_VALUE, "addr %#llx is a host address: the device's is cuMemHostGetDevicePointer's", addr);
 	} else {
 		FAIL(CUDA_ERROR_INVALID_VALUE, "addr %#llx is neither mapped pinned memory nor device %d's memory", addr, s->ctx->dev);
+	}
+	CUresult full = room(s);
+	if (full != CUDA_SUCCESS) {
+		return end(full);
 	}
 	struct op *o = calloc(1, sizeof *o);
 	if (o == NULL) {
@@ -1061,6 +1100,10 @@ EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 	struct CUevent_st *e = live_event(hEvent);
 	if (e == NULL) FAIL(CUDA_ERROR_INVALID_HANDLE, "%p is not a live event", (void *)hEvent);
 	if (e->ctx != s->ctx) FAIL(CUDA_ERROR_INVALID_HANDLE, "the event is of device %d, the stream of device %d", e->ctx->dev, s->ctx->dev);
+	CUresult full = room(s);
+	if (full != CUDA_SUCCESS) {
+		return end(full);
+	}
 	struct op *o = calloc(1, sizeof *o);
 	if (o == NULL) {
 		return end(CUDA_ERROR_OUT_OF_MEMORY);
