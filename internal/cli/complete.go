@@ -97,6 +97,7 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 		"keep":   completeNone,
 		"clique": completeNone,
 		"p2p":    completeFilesExt("json"),
+		"save":   completeFilesExt("json"),
 
 		// doctor.
 		"only":       completeChecks,

@@ -280,6 +280,7 @@ func commandFiles() map[string][]File {
 		"gpusplit p2p": concatFiles(scanFiles(), []File{
 			{"/dev/nvidia*, libcuda.so.1", "Opened through the CUDA driver, to copy between the GPUs."},
 			{CUDABinary, "The CUDA build that the static gpusplit hands p2p over to, beside it or on the PATH."},
+			{"FILE of --save", "Written: the result as -o json gives it, replaced atomically."},
 		}),
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/cuda"
 	"github.com/gpusplit/gpusplit/internal/doctor"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -39,7 +40,7 @@ const handoffEnv = "GPUSPLIT_CUDA_HANDOFF"
 var openCUDA = cuda.Open
 
 func newP2P(g *globals) *cobra.Command {
-	var sizes, size string
+	var sizes, size, save string
 	var passes, runs int
 	var integrityOnly bool
 	cmd := &cobra.Command{
@@ -130,17 +131,36 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 				opt.Progress = func(s string) { fmt.Fprintf(g.stderr, "  %s\n", s) }
 			}
 			rep, runErr := p2p.Run(d, opt)
-			_, findings, err := p2pAdvice(h, inv)
+			_, findings, err := p2pAdvice(h, inv, p2pChecks...)
 			if err != nil {
 				return err
 			}
 			if rep != nil {
+				doc := struct {
+					*p2p.Report
+					Doctor []doctor.Finding `json:"doctor"`
+					Error  string           `json:"error,omitempty"`
+				}{rep, findings, errString(runErr)}
+				if save != "" {
+					// What -o json prints, kept for nccl-topo --vm --p2p and pve
+					// p2p-clique --p2p: the host's measured evidence for its VMs.
+					data, err := jsonBytes(doc)
+					if err != nil {
+						return err
+					}
+					abs, err := filepath.Abs(save)
+					if err != nil {
+						return err
+					}
+					if err := atomicfile.Write(abs, data, 0o644); err != nil {
+						return fmt.Errorf("--save: writing %s: %w (nothing was written there)", save, err)
+					}
+					if !g.json() {
+						defer fmt.Fprintf(g.stdout, "saved the result to %s (nccl-topo --vm ID --p2p %s carries it into a VM's manifest)\n", abs, abs)
+					}
+				}
 				if g.json() {
-					if err := g.writeJSON(struct {
-						*p2p.Report
-						Doctor []doctor.Finding `json:"doctor"`
-						Error  string           `json:"error,omitempty"`
-					}{rep, findings, errString(runErr)}); err != nil {
+					if err := g.writeJSON(doc); err != nil {
 						return err
 					}
 				} else {
@@ -165,6 +185,7 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 	f.StringVar(&size, "size", "", "size of the timed copies (default 256M)")
 	f.IntVar(&runs, "runs", 0, "timed runs per figure, of which the median is reported (default 5)")
 	f.BoolVar(&integrityOnly, "integrity-only", false, "check the copies, measure nothing")
+	f.StringVar(&save, "save", "", "also write the result, as -o json gives it, to this file (for nccl-topo --vm --p2p and pve p2p-clique --p2p)")
 	return cmd
 }
 

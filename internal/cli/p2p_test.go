@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/p2p"
 	"github.com/gpusplit/gpusplit/internal/testutils/p2ptest"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
 // withDriver makes p2p use a fake driver for the rest of the test.
@@ -61,6 +64,36 @@ func TestP2PCorrupt(t *testing.T) {
 	}
 	if doc.Pairs[1].Verdict != "corrupt" || doc.Pairs[1].Src != "0000:10:00.0" || doc.Summary.Environment["NCCL_P2P_DISABLE"] != "1" || doc.Doctor == nil {
 		t.Errorf("%+v", doc)
+	}
+}
+
+// --save writes the result as -o json gives it, in the form nccl-topo --vm --p2p and pve
+// p2p-clique --p2p read: the corrupt pair is there with its verdict.
+func TestP2PSave(t *testing.T) {
+	f := p2ptest.New(2)
+	f.Corrupt[[2]int{0, 1}] = p2p.PathPeer
+	withDriver(t, f, nil)
+	saved := filepath.Join(t.TempDir(), "p2p.json")
+	out, _, err := run(t, append(quick, "--save", saved)...)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitCorrupt {
+		t.Fatalf("err = %v, want exit status %d", err, ExitCorrupt)
+	}
+	if !strings.Contains(out, "saved the result to "+saved) {
+		t.Errorf("output:\n%s", out)
+	}
+	data, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Pairs []vmlayout.P2PPair `json:"pairs"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Pairs) != 4 || doc.Pairs[1] != (vmlayout.P2PPair{Src: "0000:10:00.0", Dst: "0000:20:00.0", Verdict: "corrupt", Why: doc.Pairs[1].Why}) || doc.Pairs[1].Why == "" {
+		t.Errorf("saved pairs %+v", doc.Pairs)
 	}
 }
 
