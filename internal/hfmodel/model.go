@@ -1,0 +1,333 @@
+// Package hfmodel reads a Hugging Face model directory without loading a tensor: the
+// shape of the model from config.json (layers, attention and KV heads, head dim; MLA's
+// latent; sliding-window and linear-attention layers with the layer pattern; experts),
+// its quantisation (quantization_config, hf_quant_config.json), and the exact bytes of
+// every tensor from the safetensors headers. What the config lacks for sizing the KV
+// cache is named, never guessed.
+package hfmodel
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+)
+
+// LayerKind is the attention of one decoder layer.
+type LayerKind int
+
+const (
+	// LayerFull attends over the whole sequence: its KV cache grows with every token.
+	LayerFull LayerKind = iota
+	// LayerSliding attends over the last SlidingWindow tokens: its cache stops growing.
+	LayerSliding
+	// LayerLinear is linear attention (Gated DeltaNet): a fixed-size state per
+	// sequence instead of a per-token cache.
+	LayerLinear
+)
+
+func (k LayerKind) String() string {
+	switch k {
+	case LayerSliding:
+		return "sliding"
+	case LayerLinear:
+		return "linear"
+	}
+	return "full"
+}
+
+// MLA is multi-head latent attention (DeepSeek-V2/V3, Kimi K2): one latent vector of
+// KVLoraRank + RopeDim elements per token and layer, the same on every TP rank.
+type MLA struct {
+	KVLoraRank, RopeDim int
+	// IndexHeadDim is DeepSeek-V3.2's sparse-attention indexer, which caches
+	// IndexHeadDim FP8 values and a 4-byte scale per 128 of them per token and layer;
+	// 0 for models without one.
+	IndexHeadDim int
+}
+
+// Linear is the shape of linear-attention layers (Gated DeltaNet, as Qwen3-Next and
+// Qwen3.5 use): per sequence and layer a convolution state of
+// (2·KeyHeads·KeyDim + ValueHeads·ValueDim) × (ConvKernel − 1) elements and a recurrent
+// state of ValueHeads × KeyDim × ValueDim, both split across TP by heads.
+type Linear struct {
+	KeyHeads, ValueHeads, KeyDim, ValueDim, ConvKernel int
+	// StateBytes is the width of the recurrent state's elements: mamba_ssm_dtype of the
+	// config, float32 when it says none (what the engines keep it in for these models).
+	StateBytes int
+	// StateDType names it, for the report.
+	StateDType string
+}
+
+// Model is what a model directory says of the model.
+type Model struct {
+	Dir string
+	// Name is the directory's name, or the model's own name where config.json gives one.
+	Name string
+	// Architecture is architectures[0] of config.json; ModelType the text model's
+	// model_type.
+	Architecture, ModelType string
+
+	Layers, Hidden, Heads, KVHeads, HeadDim int
+	// MLA is set for latent attention; its layers count as full.
+	MLA *MLA
+	// Kinds is each layer's attention; SlidingWindow the window of the sliding ones.
+	Kinds         []LayerKind
+	SlidingWindow int
+	Linear        *Linear
+
+	// Experts is the routed experts per MoE layer (0 for a dense model), TopK how
+	// many each token uses; MoEIntermediate the width of one expert.
+	Experts, TopK, SharedExperts, MoEIntermediate, Intermediate int
+	// MaxContext is max_position_embeddings.
+	MaxContext int
+	// DType is the model's dtype (torch_dtype or dtype), DTypeBytes its width: what an
+	// engine's "auto" KV cache takes per element.
+	DType      string
+	DTypeBytes int
+	Tied       bool
+	Quant      Quant
+	Weights    Weights
+
+	// Missing names the fields the KV cache cannot be sized without, as config.json
+	// spells them; empty when the model is understood.
+	Missing []string
+	// Notes are what is worth knowing: defaults taken, what the index claims, shards
+	// present as headers alone.
+	Notes []string
+}
+
+// Count returns how many layers are of kind k.
+func (m *Model) Count(k LayerKind) int {
+	n := 0
+	for _, x := range m.Kinds {
+		if x == k {
+			n++
+		}
+	}
+	return n
+}
+
+// Attention names the model's attention: "MLA", "hybrid linear", "sliding window",
+// "GQA" (fewer KV heads than query heads), "MHA".
+func (m *Model) Attention() string {
+	switch {
+	case m.MLA != nil:
+		return "MLA"
+	case m.Count(LayerLinear) > 0:
+		return "hybrid linear attention"
+	case m.Count(LayerSliding) > 0:
+		return "sliding window"
+	case m.KVHeads > 0 && m.KVHeads < m.Heads:
+		return "GQA"
+	}
+	return "MHA"
+}
+
+// Load reads the model in dir: config.json (required), the quantisation config, and the
+// header of every safetensors shard. config.json is read whole, capped; of the shards
+// only the headers.
+func Load(dir string) (*Model, error) {
+	m, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	w, notes, err := readWeights(dir, m.Layers)
+	if err != nil {
+		return nil, err
+	}
+	m.Weights = w
+	m.Notes = append(m.Notes, notes...)
+	if w.MTP > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("%s of multi-token-prediction layers are not counted: engines load them only for speculative decoding", GB(w.MTP)))
+	}
+	return m, nil
+}
+
+// LoadConfig reads what Load reads but the shards: the model's shape and quantisation.
+func LoadConfig(dir string) (*Model, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory: give the model's directory, the one holding config.json and the safetensors files", dir)
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	data, err := host.ReadUserFile(cfgPath, MaxConfigBytes, "a model's config.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s has no config.json: not a Hugging Face model directory", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	top, err := parseObject(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", cfgPath, err)
+	}
+	m := &Model{Dir: dir, Name: filepath.Base(filepath.Clean(dir))}
+	if err := m.readConfig(top); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	if err := m.readQuant(dir, top); err != nil {
+		return nil, err
+	}
+	if m.DTypeBytes == 4 {
+		m.Notes = append(m.Notes, "config.json gives float32: vLLM and SGLang serve a float32 checkpoint in 16 bits unless told otherwise (--dtype), so the weights in GPU memory are about half the bytes counted here")
+	}
+	return m, nil
+}
+
+func (m *Model) readConfig(top object) error {
+	c := newTextConfig(top)
+	if a := top.strings("architectures"); len(a) > 0 {
+		m.Architecture = a[0]
+	}
+	m.ModelType = c.text.str("model_type")
+	if m.ModelType == "" {
+		m.ModelType = top.str("model_type")
+	}
+	var missing []string
+	need := func(key string) int {
+		v, ok := c.int(key)
+		if !ok {
+			missing = append(missing, c.field(key))
+		}
+		return v
+	}
+	layers, ok := c.firstIntValue("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+	if !ok || layers <= 0 {
+		return fmt.Errorf("it gives no num_hidden_layers: gpusplit cannot tell the model's layers, which place its weights and its KV cache")
+	}
+	m.Layers = layers
+	m.Hidden, _ = c.firstIntValue("hidden_size", "n_embd", "d_model")
+	m.Heads, _ = c.firstIntValue("num_attention_heads", "n_head")
+	m.MaxContext, _ = c.firstIntValue("max_position_embeddings", "n_positions", "max_sequence_length")
+	m.Intermediate, _ = c.int("intermediate_size")
+	m.Experts, _ = c.firstIntValue("num_experts", "n_routed_experts", "num_local_experts")
+	m.TopK, _ = c.firstIntValue("num_experts_per_tok", "experts_per_token", "moe_topk")
+	m.SharedExperts, _ = c.firstIntValue("n_shared_experts", "num_shared_experts")
+	if m.SharedExperts == 0 && c.has("shared_expert_intermediate_size") {
+		m.SharedExperts = 1
+	}
+	m.MoEIntermediate, _ = c.int("moe_intermediate_size")
+	if tied, ok := c.lookup("tie_word_embeddings"); ok {
+		m.Tied, _ = tied.bool("tie_word_embeddings")
+	}
+	m.DType = c.str("torch_dtype")
+	if m.DType == "" {
+		m.DType = c.str("dtype")
+	}
+	if b, ok := dtypeBytes(m.DType); ok {
+		m.DTypeBytes = b
+	} else {
+		m.DTypeBytes = 2
+		if m.DType == "" {
+			m.Notes = append(m.Notes, "config.json gives no torch_dtype: the KV cache's auto dtype is taken as 16-bit")
+		}
+	}
+
+	if c.has("kv_lora_rank") {
+		mla := &MLA{KVLoraRank: need("kv_lora_rank"), RopeDim: need("qk_rope_head_dim")}
+		mla.IndexHeadDim, _ = c.int("index_head_dim")
+		m.MLA = mla
+		m.Kinds = make([]LayerKind, layers)
+		m.Missing = missing
+		m.KVHeads, _ = c.int("num_key_value_heads")
+		if m.Heads == 0 {
+			m.Missing = append(m.Missing, c.field("num_attention_heads"))
+		}
+		return nil
+	}
+
+	kinds, problems := layerKinds(c, layers)
+	if problems != nil {
+		m.Missing = append(m.Missing, problems...)
+		kinds = make([]LayerKind, layers)
+	}
+	m.Kinds = kinds
+	if m.Heads == 0 {
+		missing = append(missing, c.field("num_attention_heads"))
+	}
+	if kv, ok := c.firstIntValue("num_key_value_heads", "n_head_kv", "num_kv_heads"); ok {
+		m.KVHeads = kv
+	} else if m.Heads > 0 {
+		m.KVHeads = m.Heads
+		m.Notes = append(m.Notes, fmt.Sprintf("config.json gives no num_key_value_heads: taken as num_attention_heads (%d), multi-head attention", m.Heads))
+	}
+	if hd, ok := c.int("head_dim"); ok && hd > 0 {
+		m.HeadDim = hd
+	} else if m.Hidden > 0 && m.Heads > 0 {
+		m.HeadDim = m.Hidden / m.Heads
+	} else {
+		missing = append(missing, c.field("head_dim")+" (or hidden_size)")
+	}
+	if m.Count(LayerSliding) > 0 {
+		m.SlidingWindow = need("sliding_window")
+	}
+	if m.Count(LayerLinear) > 0 {
+		l := &Linear{
+			KeyHeads: need("linear_num_key_heads"), ValueHeads: need("linear_num_value_heads"),
+			KeyDim: need("linear_key_head_dim"), ValueDim: need("linear_value_head_dim"),
+			ConvKernel: need("linear_conv_kernel_dim"),
+		}
+		l.StateDType = c.str("mamba_ssm_dtype")
+		if b, ok := dtypeBytes(l.StateDType); ok {
+			l.StateBytes = b
+		} else {
+			l.StateBytes, l.StateDType = 4, "float32"
+			m.Notes = append(m.Notes, "config.json gives no mamba_ssm_dtype: the linear-attention state is taken as float32, the engines' default for these models")
+		}
+		m.Linear = l
+	}
+	m.Missing = append(m.Missing, missing...)
+	return nil
+}
+
+// firstIntValue is firstInt without the name.
+func (c textConfig) firstIntValue(keys ...string) (int, bool) {
+	v, _, ok := c.firstInt(keys...)
+	return v, ok
+}
+
+// readQuant takes the quantisation from config.json's quantization_config (or
+// compression_config), else from hf_quant_config.json, Model Optimizer's file.
+func (m *Model) readQuant(dir string, top object) error {
+	c := newTextConfig(top)
+	for _, key := range []string{"quantization_config", "compression_config"} {
+		if o, ok := c.lookup(key); ok {
+			m.Quant = parseQuant(o.sub(key), "config.json "+key)
+			break
+		}
+	}
+	p := filepath.Join(dir, "hf_quant_config.json")
+	data, err := host.ReadUserFile(p, MaxConfigBytes, "a model's hf_quant_config.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o, err := parseObject(data)
+	if err != nil {
+		return fmt.Errorf("%s: %v", p, err)
+	}
+	q := modelOpt(o.sub("quantization"), "hf_quant_config.json")
+	switch {
+	case m.Quant.Scheme == "":
+		m.Quant = q
+	case m.Quant.KVCache == "":
+		m.Quant.KVCache = q.KVCache
+	}
+	return nil
+}
+
+// GB words a byte count in decimal gigabytes, as model sizes are quoted: "223.4 GB".
+func GB(n int64) string {
+	s := fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	return strings.Replace(s, ".0 GB", " GB", 1)
+}
