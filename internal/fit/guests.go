@@ -1,0 +1,195 @@
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
+)
+
+// Guest names a Proxmox container or VM.
+type Guest struct {
+	// Kind is pve.LXC or pve.QEMU.
+	Kind string
+	ID   int
+}
+
+func (g Guest) String() string {
+	if g.Kind == pve.QEMU {
+		return fmt.Sprintf("VM %d", g.ID)
+	}
+	return fmt.Sprintf("container %d", g.ID)
+}
+
+// ContainerGPUs are the GPUs container id's config passes through: a devN entry or an
+// lxc.mount.entry of one of the GPU's device nodes (/dev/nvidiaN, its DRI nodes), or of
+// a directory holding one, whether the container runs or not.
+func ContainerGPUs(h *host.Host, inv *inventory.Inventory, id int) ([]inventory.GPU, error) {
+	g, err := pve.ReadGuest(h, pve.LXC, id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no container %d on this node: %s does not exist", id, pve.GuestPath(pve.LXC, id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, k := range g.Keys() {
+		switch {
+		case k.Name == "lxc.mount.entry":
+			if f := strings.Fields(k.Value); len(f) > 0 {
+				paths = append(paths, path.Clean(f[0]))
+			}
+		case strings.HasPrefix(k.Name, "dev") && k.Name != "dev" && strings.Trim(k.Name[3:], "0123456789") == "":
+			paths = append(paths, path.Clean(pve.DevPath(k.Value)))
+		}
+	}
+	var out []inventory.GPU
+	for _, gpu := range inv.GPUs {
+		if slices.ContainsFunc(gpu.Nodes, func(n string) bool {
+			return slices.ContainsFunc(paths, func(p string) bool { return n == p || strings.HasPrefix(n, p+"/") })
+		}) {
+			out = append(out, gpu)
+		}
+	}
+	return out, nil
+}
+
+// VMGPUs are the GPUs VM id passes through, as qemu-server will pick them at its next
+// start (vmlayout.Predict: fixed addresses, the devices it reserved, or the first free
+// ones of a mapping), with Predict's notes and the manifest, whose gpudirect cliques say
+// whether the guest's driver gives the GPUs peer access.
+func VMGPUs(h *host.Host, inv *inventory.Inventory, id int) ([]inventory.GPU, *vmlayout.Manifest, error) {
+	m, err := vmlayout.Predict(h, inv.Tree, id, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []inventory.GPU
+	for _, d := range m.Devices {
+		if !d.IsGPU() {
+			continue
+		}
+		for _, gpu := range inv.GPUs {
+			if gpu.Address == d.HostAddress {
+				out = append(out, gpu)
+			}
+		}
+	}
+	return out, m, nil
+}
+
+// AfterSplit are the GPUs guest keeps once the desired state d, planned as p, is
+// reached: those of the groups that name the guest, on the driver the guest needs
+// (nvidia for a container, vfio-pci for a VM); for a guest no group names, those of now
+// that stay on that driver. from says which, for the report.
+func AfterSplit(inv *inventory.Inventory, p *plan.Plan, d plan.Desired, g Guest, now []inventory.GPU) (gpus []inventory.GPU, from string) {
+	want := "nvidia"
+	if g.Kind == pve.QEMU {
+		want = plan.VFIO
+	}
+	end := EndDrivers(inv, p)
+	var groups []string
+	for _, t := range d.Targets {
+		ids := t.Containers
+		if g.Kind == pve.QEMU {
+			ids = t.VMs
+		}
+		if slices.Contains(ids, g.ID) {
+			groups = append(groups, t.Name)
+		}
+	}
+	target := map[pci.Address]string{}
+	for _, m := range append(slices.Clone(p.Moves), p.InPlace...) {
+		if m.Role == plan.RoleGPU {
+			target[m.Device] = m.Target
+		}
+	}
+	if len(groups) == 0 {
+		for _, gpu := range now {
+			if end[gpu.Address] == want {
+				gpus = append(gpus, gpu)
+			}
+		}
+		return gpus, fmt.Sprintf("no group names %s: the GPUs it has now that stay on %s", g, want)
+	}
+	for _, gpu := range inv.GPUs {
+		if slices.Contains(groups, target[gpu.Address]) && end[gpu.Address] == want {
+			gpus = append(gpus, gpu)
+		}
+	}
+	return gpus, fmt.Sprintf("group %s", strings.Join(quoted(groups), ", "))
+}
+
+func quoted(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = fmt.Sprintf("%q", x)
+	}
+	return out
+}
+
+// EndDrivers says, for every GPU, the driver it ends on once p is applied: a move's
+// target (the kernel's choice being the vendor's driver, nvidia for NVIDIA GPUs), else
+// the driver it has now.
+func EndDrivers(inv *inventory.Inventory, p *plan.Plan) map[pci.Address]string {
+	out := map[pci.Address]string{}
+	for _, gpu := range inv.GPUs {
+		out[gpu.Address] = gpu.Driver
+	}
+	for _, m := range append(slices.Clone(p.Moves), p.InPlace...) {
+		if _, ok := out[m.Device]; !ok {
+			continue
+		}
+		to := m.To
+		if to == plan.Default {
+			to = vendorDriver(inv, m.Device)
+		}
+		out[m.Device] = to
+	}
+	return out
+}
+
+func vendorDriver(inv *inventory.Inventory, a pci.Address) string {
+	if d := inv.Tree.Lookup(a); d != nil {
+		switch d.VendorID {
+		case 0x10de:
+			return "nvidia"
+		case 0x1002:
+			return "amdgpu"
+		}
+	}
+	return ""
+}
+
+// Memory gives each GPU its memory: override when above 0 (--gpu-memory), else the
+// table's figure by PCI id. A GPU the table does not know is an error that says how to go
+// on.
+func Memory(gpus []inventory.GPU, override int64) ([]GPU, error) {
+	var out []GPU
+	for _, g := range gpus {
+		x := GPU{Address: g.Address, Name: g.DeviceName, NUMANode: g.NUMANode}
+		if x.Name == "" {
+			x.Name = fmt.Sprintf("%04x:%04x", g.VendorID, g.DeviceID)
+		}
+		switch k, ok := Lookup(g.VendorID, g.DeviceID); {
+		case override > 0:
+			x.Memory, x.MemoryFrom = override, "--gpu-memory"
+		case ok:
+			x.Memory, x.MemoryFrom = k.Bytes, k.Describe()
+			x.Name = k.Name
+		default:
+			return nil, fmt.Errorf("%s is a %04x:%04x (%s), which gpusplit's table of GPUs does not know: give its memory with --gpu-memory (nvidia-smi --query-gpu=memory.total shows it)", g.Address, g.VendorID, g.DeviceID, x.Name)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}

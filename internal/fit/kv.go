@@ -1,0 +1,113 @@
+package fit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/hfmodel"
+)
+
+// KVDType is the KV cache's element type.
+type KVDType struct {
+	Name  string
+	Bytes int
+	// From says how it was chosen: "auto: the model's dtype", "--kv-dtype".
+	From string
+}
+
+// ParseKVDType reads --kv-dtype: auto (the model's dtype, as both engines take it:
+// 16-bit, since a float32 checkpoint is served in 16 bits), bf16, fp16, or fp8 and its
+// two kinds (one byte).
+func ParseKVDType(s string, m *hfmodel.Model) (KVDType, error) {
+	switch strings.ToLower(s) {
+	case "", "auto":
+		name := m.DType
+		if name == "" || m.DTypeBytes != 2 {
+			name = "bfloat16"
+		}
+		return KVDType{Name: name, Bytes: 2, From: "auto: the model's dtype"}, nil
+	case "bf16", "bfloat16":
+		return KVDType{Name: "bfloat16", Bytes: 2, From: "--kv-dtype"}, nil
+	case "fp16", "float16", "half":
+		return KVDType{Name: "float16", Bytes: 2, From: "--kv-dtype"}, nil
+	case "fp8", "fp8_e4m3", "fp8_e5m2":
+		return KVDType{Name: strings.ToLower(s), Bytes: 1, From: "--kv-dtype"}, nil
+	}
+	return KVDType{}, fmt.Errorf("--kv-dtype %q: it is auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2", s)
+}
+
+// kvHeadsPerRank is the KV heads one TP rank holds: its share of them, or one copy when
+// there are fewer heads than ranks (both engines copy a KV head to the ranks that share
+// it: max(1, heads / tp)).
+func kvHeadsPerRank(heads, tp int) int {
+	return max(1, heads/tp)
+}
+
+// stageKV is the KV cache one rank of a stage holds for layers [first, last).
+type stageKV struct {
+	// PerToken is the bytes per token of the layers whose cache grows with the
+	// sequence: full attention, and MLA's latent.
+	PerToken int64
+	// SlidingPerToken is the bytes per token of the sliding layers, which hold at most
+	// the window of each sequence.
+	SlidingPerToken int64
+	// State is the bytes per sequence of the linear-attention layers' fixed state.
+	State                 int64
+	Full, Sliding, Linear int
+}
+
+// kvOf works the KV cache of layers [first, last) out for one TP rank, at b bytes per
+// element. override, when above 0, is the whole model's bytes per token at TP 1 and
+// stands for the per-token part, split evenly over the layers and the ranks.
+func kvOf(m *hfmodel.Model, first, last, tp int, b int, override int64) stageKV {
+	var s stageKV
+	for i := first; i < last; i++ {
+		switch m.Kinds[i] {
+		case hfmodel.LayerSliding:
+			s.Sliding++
+		case hfmodel.LayerLinear:
+			s.Linear++
+		default:
+			s.Full++
+		}
+	}
+	if override > 0 {
+		s.PerToken = override * int64(last-first) / int64(m.Layers) / int64(tp)
+		return s
+	}
+	if m.MLA != nil {
+		// One latent of kv_lora_rank + qk_rope_head_dim per token and layer, whatever
+		// the TP size; DeepSeek-V3.2's indexer adds its FP8 keys and their scales.
+		perLayer := int64(m.MLA.KVLoraRank+m.MLA.RopeDim) * int64(b)
+		if d := m.MLA.IndexHeadDim; d > 0 {
+			perLayer += int64(d + d/128*4)
+		}
+		s.PerToken = int64(s.Full) * perLayer
+		return s
+	}
+	// K and V of the rank's KV heads.
+	perLayer := 2 * int64(kvHeadsPerRank(m.KVHeads, tp)) * int64(m.HeadDim) * int64(b)
+	s.PerToken = int64(s.Full) * perLayer
+	s.SlidingPerToken = int64(s.Sliding) * perLayer
+	if l := m.Linear; l != nil && s.Linear > 0 {
+		// Gated DeltaNet, split by heads: the convolution state of the q, k and v
+		// channels over conv_kernel − 1 steps, in the model's dtype, and the recurrent
+		// state of value heads × key dim × value dim, in the state's dtype.
+		conv := int64(2*l.KeyHeads*l.KeyDim+l.ValueHeads*l.ValueDim) / int64(tp) * int64(l.ConvKernel-1) * int64(min(m.DTypeBytes, 2))
+		rec := int64(l.ValueHeads/tp) * int64(l.KeyDim) * int64(l.ValueDim) * int64(l.StateBytes)
+		s.State = int64(s.Linear) * (conv + rec)
+	}
+	return s
+}
+
+// perSequence is what one sequence of ctx tokens takes of a rank's cache.
+func (s stageKV) perSequence(ctx, window int) int64 {
+	return s.PerToken*int64(ctx) + s.SlidingPerToken*int64(min(ctx, window)) + s.State
+}
+
+// ModelKV is the whole model's KV cache per token and its linear-attention state per
+// sequence at TP 1, in kv's dtype: the figures before any split.
+func ModelKV(m *hfmodel.Model, kv KVDType) (perToken, state int64) {
+	s := kvOf(m, 0, m.Layers, 1, kv.Bytes, 0)
+	return s.PerToken + s.SlidingPerToken, s.State
+}
