@@ -41,6 +41,11 @@ type Group struct {
 	Mapping    string   `toml:"mapping"`
 	Containers []int    `toml:"containers"`
 	VMs        []int    `toml:"vms"`
+	// Model is the directory of the model the group's guests serve; plan says whether
+	// it fits on what they keep, at Context tokens and Concurrency sequences.
+	Model       string `toml:"model"`
+	Context     int    `toml:"context"`
+	Concurrency int    `toml:"concurrency"`
 }
 
 // ConfigError is a mistake in a configuration file, with where it is.
@@ -70,7 +75,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 			e := sm.Errors[0]
 			line, col := e.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col,
-				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox, and in [[group]]: name, select, driver, mapping, containers, vms)", strings.Join(e.Key(), "."))}
+				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox, and in [[group]]: name, select, driver, mapping, containers, vms, model, context, concurrency)", strings.Join(e.Key(), "."))}
 		case errors.As(err, &de):
 			line, col := de.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col, Msg: de.Error()}
@@ -118,6 +123,14 @@ func ParseFile(name string, data []byte) (*File, error) {
 		}
 		if g.Mapping != "" && !mappingID.MatchString(g.Mapping) {
 			return nil, f.at(i, "mapping", -1, fmt.Sprintf("group %q: mapping = %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_' (what pvesh create /cluster/mapping/pci --id accepts)", g.Name, g.Mapping))
+		}
+		for _, x := range []struct {
+			key string
+			n   int
+		}{{"context", g.Context}, {"concurrency", g.Concurrency}} {
+			if x.n < 0 {
+				return nil, f.at(i, x.key, -1, fmt.Sprintf("group %q: %s = %d: a count of tokens or sequences, not negative", g.Name, x.key, x.n))
+			}
 		}
 		for _, list := range []struct {
 			key, noun string

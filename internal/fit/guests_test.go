@@ -1,0 +1,75 @@
+package fit
+
+import (
+	"testing"
+
+	"github.com/gpusplit/gpusplit/docs"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+// TestGuests finds the sample host's guests' GPUs, now and after docs/split.toml's split:
+// container 129 has all eight now and keeps the four of NUMA node 0; VM 131 would get
+// the first four of its mapping now, and gets the four of node 1 on vfio-pci.
+func TestGuests(t *testing.T) {
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := plan.ParseFile("docs/split.toml", []byte(docs.SplitTOML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := file.Desired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Make(inv, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := func(gpus []inventory.GPU) []int {
+		var out []int
+		for _, g := range gpus {
+			out = append(out, g.NUMANode)
+		}
+		return out
+	}
+	ct, err := ContainerGPUs(h, inv, 129)
+	if err != nil || len(ct) != 8 {
+		t.Fatalf("container 129: %d GPUs, %v", len(ct), err)
+	}
+	after, from := AfterSplit(inv, p, d, Guest{pve.LXC, 129}, ct)
+	if got := nodes(after); len(got) != 4 || got[0] != 0 || got[3] != 0 || from != `group "inference"` {
+		t.Errorf("container 129 after the split: nodes %v, from %s", got, from)
+	}
+	vm, m, err := VMGPUs(h, inv, 131)
+	if err != nil || len(vm) != 4 || m.VMID != 131 {
+		t.Fatalf("VM 131: %d GPUs, %v", len(vm), err)
+	}
+	after, _ = AfterSplit(inv, p, d, Guest{pve.QEMU, 131}, vm)
+	if got := nodes(after); len(got) != 4 || got[0] != 1 || got[3] != 1 {
+		t.Errorf("VM 131 after the split: nodes %v", got)
+	}
+	// A container no group names keeps what it has now that stays on nvidia.
+	after, from = AfterSplit(inv, p, d, Guest{pve.LXC, 150}, ct)
+	if len(after) != 4 || from != "no group names container 150: the GPUs it has now that stay on nvidia" {
+		t.Errorf("unnamed container: %d GPUs, %s", len(after), from)
+	}
+	if _, err := ContainerGPUs(h, inv, 999); err == nil {
+		t.Error("container 999 does not exist")
+	}
+	gpus, err := Memory(ct, 0)
+	if err != nil || gpus[0].Memory != 97887*MiB || gpus[0].Name != "RTX PRO 6000 Blackwell Workstation Edition" {
+		t.Errorf("memory %+v, %v", gpus[0], err)
+	}
+	if gpus, _ := Memory(ct, 80*GiB); gpus[0].Memory != 80*GiB || gpus[0].MemoryFrom != "--gpu-memory" {
+		t.Errorf("override %+v", gpus[0])
+	}
+}
