@@ -147,6 +147,11 @@ var contractCases = map[string][]contractCase{
 		}},
 		{name: "no such VM", args: fixed("--demo", "--vm", "999"), code: 1},
 	},
+	"gpusplit hook": {
+		{name: "a phase with nothing to do", args: fixed("--demo", "131", "post-start")},
+		{name: "a container whose GPUs are on nvidia", args: fixed("--demo", "129", "pre-start")},
+		{name: "refused: the GPUs are held", args: fixed("--demo", "131", "pre-start"), code: 1},
+	},
 	"gpusplit pve p2p-clique": {
 		{name: "refused, whole-slot entries", args: fixed("--demo", "--vm", "131"), code: 1},
 		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {
@@ -238,6 +243,7 @@ var withoutJSON = map[string][]string{
 var tooMany = map[string][]string{
 	"gpusplit pve backups restore": {"a.20260101T000000.000000000Z", "unexpected"},
 	"gpusplit snapshot":            {"a.tar.gz", "unexpected"},
+	"gpusplit hook":                {"131", "post-start", "unexpected"},
 }
 
 // nullable are the only fields whose value may be null: each is a number or an object

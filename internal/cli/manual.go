@@ -12,6 +12,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
 // This file holds what the manual says of each command beyond its help: the exit
@@ -238,6 +239,16 @@ func commandFiles() map[string][]File {
 			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; with --apply writes its new layout."},
 			fileMappings, fileBackups,
 			{"/var/lock/qemu-server/lock-ID.conf", "Locked, as qemu-server locks it, while the VM's config is checked and replaced."},
+			fileNodeName,
+		}),
+		"gpusplit hook": concatFiles(scanFiles(), []File{
+			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config: a VM's hostpci entries, a container's devN entries."},
+			fileMappings,
+			{vmlayout.ReservationsPath, "Reads qemu-server's reservations: which running VM holds which device."},
+			{bind.JournalPath + ", " + bind.LockPath, "As apply: the journal of the VM start's moves, under apply's lock."},
+			{hookDir + "/vm-ID.json", "Written at a VM's pre-start: what its devices were on, for its post-stop, which gives them back and removes it."},
+			{hookLockPath, "Locked while a hook runs: two guests starting at once take turns."},
+			{"nvidia-persistenced.service", "Stopped while GPUs leave nvidia at a VM's start, and started again after (systemctl)."},
 			fileNodeName,
 		}),
 		"gpusplit pve p2p-clique": concatFiles(scanFiles(), []File{

@@ -368,16 +368,23 @@ type predictor struct {
 
 var reservationLine = regexp.MustCompile(`^(\S+)\s(\d+)\s(time|pid):(\d+)$`)
 
-// readReservations reads the reservations that still hold: those of a running VM
-// process, and those whose start-up window has not expired.
+// readReservations reads the reservations that still hold.
 func (p *predictor) readReservations() error {
-	p.reserved = map[pci.Address]int{}
-	data, err := p.h.ReadString(ReservationsPath)
+	r, err := Reservations(p.h, p.now)
+	p.reserved = r
+	return err
+}
+
+// Reservations reads qemu-server's PCI reservations that still hold, device to VM: those
+// of a running VM process, and those whose start-up window has not expired.
+func Reservations(h *host.Host, now time.Time) (map[pci.Address]int, error) {
+	out := map[pci.Address]int{}
+	data, err := h.ReadString(ReservationsPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return out, nil
 	}
 	if err != nil {
-		return err
+		return out, err
 	}
 	for _, line := range strings.Split(data, "\n") {
 		m := reservationLine.FindStringSubmatch(line)
@@ -390,13 +397,13 @@ func (p *predictor) readReservations() error {
 		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		live := m[3] == "time" && time.Unix(v, 0).After(p.now) ||
-			m[3] == "pid" && p.h.Exists(fmt.Sprintf("/proc/%d", v))
+		live := m[3] == "time" && time.Unix(v, 0).After(now) ||
+			m[3] == "pid" && h.Exists(fmt.Sprintf("/proc/%d", v))
 		if live {
-			p.reserved[a] = vm
+			out[a] = vm
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // alternatives returns the device sets a hostpci entry may get, in qemu-server's order:
