@@ -114,6 +114,25 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 		// persist: the binary as the host sees it, which on the live host is a file here.
 		"binary": completeFiles,
 
+		// fit.
+		"model": func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		},
+		"ct": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return g.complete(func(h *host.Host) ([]cobra.Completion, error) { return completeContainers(h, toComplete) })
+		},
+		"engine": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return completionPrefix([]cobra.Completion{"vllm", "sglang"}, toComplete), inOrder
+		},
+		"kv-dtype": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return completionPrefix([]cobra.Completion{"auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"}, toComplete), inOrder
+		},
+		"memory-fraction":    completeNone,
+		"kv-bytes-per-token": completeNone,
+		"context":            completeNone,
+		"concurrency":        completeNone,
+		"gpu-memory":         completeNone,
+
 		// p2p.
 		"sizes":  completeNone,
 		"size":   completeNone,

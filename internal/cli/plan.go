@@ -36,10 +36,17 @@ When everything is in place the plan is empty and says so.`,
 				return err
 			}
 			inv, p := pl.inv, pl.plan
+			models := splitModels(g, pl, &d)
 			if g.json() {
-				return g.writeJSON(planJSON(inv.Root, p))
+				doc := planJSON(inv.Root, p)
+				doc.Models = models
+				return g.writeJSON(doc)
 			}
-			return writePlan(g.stdout, inv.Root, p)
+			if err := writePlan(g.stdout, inv.Root, p); err != nil {
+				return err
+			}
+			writeSplitModels(g.stdout, models)
+			return nil
 		},
 	}
 	d.register(cmd)
@@ -53,6 +60,8 @@ type planDoc struct {
 	Actions  []actionJSON `json:"actions"`
 	InPlace  []actionJSON `json:"in_place"`
 	Warnings []string     `json:"warnings"`
+	// Models are the fits of the groups that name a model; absent when none does.
+	Models []planModelJSON `json:"models,omitempty"`
 }
 
 type actionJSON struct {

@@ -190,7 +190,7 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
-	root.AddCommand(newInventory(g), newTopo(g), newPlan(g), newApply(g), newStatus(g), newRollback(g), newPersist(g), newPVE(g), newHook(g), newDoctor(g), newNCCLTopo(g), newP2P(g), newSnapshot(g), selectorsTopic, exitStatusTopic, splitTOMLTopic)
+	root.AddCommand(newInventory(g), newTopo(g), newPlan(g), newApply(g), newStatus(g), newRollback(g), newPersist(g), newPVE(g), newHook(g), newDoctor(g), newNCCLTopo(g), newP2P(g), newSnapshot(g), newFit(g), selectorsTopic, exitStatusTopic, splitTOMLTopic)
 	applyContract(root)
 	registerCompletions(root, g)
 	return root

@@ -62,6 +62,20 @@ func TestGuests(t *testing.T) {
 	if len(after) != 4 || from != "no group names container 150: the GPUs it has now that stay on nvidia" {
 		t.Errorf("unnamed container: %d GPUs, %s", len(after), from)
 	}
+	// A container named in a group that goes to vfio-pci keeps none of its GPUs: a
+	// container uses GPUs through the nvidia driver's nodes.
+	wrong, err := plan.ParseFile("split.toml", []byte("[[group]]\nname = \"vfio\"\nselect = [\"numa:0\"]\ndriver = \"vfio-pci\"\ncontainers = [129]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := wrong.Desired()
+	wp, err := plan.Make(inv, wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := AfterSplit(inv, wp, wd, Guest{pve.LXC, 129}, ct); len(after) != 0 {
+		t.Errorf("container on a vfio-pci group keeps %d GPUs", len(after))
+	}
 	if _, err := ContainerGPUs(h, inv, 999); err == nil {
 		t.Error("container 999 does not exist")
 	}

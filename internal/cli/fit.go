@@ -1,0 +1,859 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/docs"
+	"github.com/gpusplit/gpusplit/internal/fit"
+	"github.com/gpusplit/gpusplit/internal/hfmodel"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/pve"
+)
+
+// fitFlags are fit's serving conditions.
+type fitFlags struct {
+	model         string
+	ct, vm        int
+	config        string
+	engine        string
+	fraction      float64
+	kvDType       string
+	kvPerToken    int64
+	context       int
+	concurrency   int
+	gpuMemory     string
+	noP2P         bool
+	contextSet    bool
+	concurrentSet bool
+}
+
+func newFit(g *globals) *cobra.Command {
+	var f fitFlags
+	cmd := &cobra.Command{
+		Use:   "fit",
+		Short: "Will a model fit on a guest's GPUs, and how to place it (TP × PP), before and after the split",
+		Long: `Work out whether a model fits on a set of GPUs, and how to place it.
+
+The model is a Hugging Face model directory (--model): config.json gives its layers,
+attention (GQA, MLA, sliding-window and linear-attention layers) and experts; the
+safetensors headers give the exact bytes of every tensor, whatever the quantisation. No
+tensor is read. The GPUs are this host's (--devices narrows them), a container's
+(--ct, the GPUs its config passes through) or a VM's (--vm, those qemu-server will give
+it); for a guest, the GPUs it keeps after the split of the desired state file
+(` + plan.DefaultConfig + `, or --config) are worked out too. Each GPU's memory comes from
+a table of known GPUs by PCI id, or --gpu-memory.
+
+For each placement the GPUs allow (TP 1, 2, 4, 8; TP × PP with each TP group inside a
+NUMA node; the rest as replicas) it gives the weights per GPU, what the engine keeps
+(--engine vllm: gpu_memory_utilization 0.92 and 2 GiB of context and activations;
+sglang: its mem_fraction_static formula), the KV cache left, the tokens it holds at
+--kv-dtype and the sequences of --context it serves at once; a verdict (fits, tight,
+does not fit, against --concurrency sequences with 10% to spare) and the placement to
+use: the fewest GPUs per replica that fit, TP groups inside a NUMA node, and without
+peer-to-peer between the GPUs the fewest collectives across nodes.
+
+--context and --concurrency default to the context and concurrency the guest's group
+of the desired state gives, else the model's max_position_embeddings and 1.
+docs/fit.md has the formulas and their sources.`,
+		Example: `  gpusplit --demo fit --model testdata/models/qwen3.5-397b-a17b-nvfp4-like --ct 129
+  gpusplit fit --model /tank/models/Llama-3.1-70B-Instruct --vm 131 --context 32768 --concurrency 8
+  gpusplit fit --model ./DeepSeek-V3 --devices numa:0 --engine sglang --kv-dtype fp8 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.contextSet = cmd.Flags().Changed("context")
+			f.concurrentSet = cmd.Flags().Changed("concurrency")
+			doc, err := runFit(g, &f)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return g.writeJSON(doc)
+			}
+			return writeFit(g.stdout, doc)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "", "the model's directory: config.json and the safetensors files (only their headers are read)")
+	fl.IntVar(&f.ct, "ct", 0, "the Proxmox container whose GPUs to fit the model on: now, and after the split")
+	fl.IntVar(&f.vm, "vm", 0, "the Proxmox VM whose GPUs to fit the model on: now, and after the split")
+	fl.StringVar(&f.config, "config", "", "the desired state file the split comes from (default "+plan.DefaultConfig+" of the host)")
+	fl.StringVar(&f.engine, "engine", "vllm", "the inference server: vllm or sglang, which keep different shares of the GPU")
+	fl.Float64Var(&f.fraction, "memory-fraction", 0, "the engine's share of GPU memory for weights and KV cache (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static; default: the engine's)")
+	fl.StringVar(&f.kvDType, "kv-dtype", "auto", "the KV cache's dtype: auto (the model's), bf16, fp16, fp8, fp8_e4m3, fp8_e5m2")
+	fl.Int64Var(&f.kvPerToken, "kv-bytes-per-token", 0, "the model's KV cache bytes per token (all layers, TP 1), for an architecture gpusplit cannot size")
+	fl.IntVar(&f.context, "context", 0, "the tokens of one sequence (default: the guest's group in the desired state, else the model's max_position_embeddings)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "the sequences served at once (default: the guest's group in the desired state, else 1)")
+	fl.StringVar(&f.gpuMemory, "gpu-memory", "", "the memory of each GPU, with its unit (97887MiB, 96GB), for GPUs the table does not know or to override it")
+	fl.BoolVar(&f.noP2P, "no-p2p", false, "peer copies between the GPUs do not work (rank placements by fewest cross-node collectives); by default the doctor's checks, and for a VM its gpudirect cliques, decide")
+	return cmd
+}
+
+// The JSON form of fit (docs/json.md).
+type fitDoc struct {
+	Host        string       `json:"host"`
+	Model       fitModelJSON `json:"model"`
+	Engine      string       `json:"engine"`
+	KVDType     string       `json:"kv_dtype"`
+	KVDTypeFrom string       `json:"kv_dtype_from"`
+	Context     int          `json:"context"`
+	Concurrency int          `json:"concurrency"`
+	// ServingFrom says where context and concurrency came from.
+	ServingFrom string       `json:"serving_from"`
+	Sets        []fitSetJSON `json:"sets"`
+	Notes       []string     `json:"notes"`
+}
+
+type fitModelJSON struct {
+	Path                string           `json:"path"`
+	Name                string           `json:"name"`
+	Architecture        string           `json:"architecture"`
+	ModelType           string           `json:"model_type"`
+	Attention           string           `json:"attention"`
+	Layers              int              `json:"layers"`
+	FullLayers          int              `json:"full_attention_layers"`
+	SlidingLayers       int              `json:"sliding_window_layers"`
+	LinearLayers        int              `json:"linear_attention_layers"`
+	SlidingWindow       int              `json:"sliding_window"`
+	Heads               int              `json:"attention_heads"`
+	KVHeads             int              `json:"kv_heads"`
+	HeadDim             int              `json:"head_dim"`
+	KVLoraRank          int              `json:"kv_lora_rank"`
+	RopeDim             int              `json:"qk_rope_head_dim"`
+	Experts             int              `json:"experts"`
+	ExpertsPerToken     int              `json:"experts_per_token"`
+	MaxContext          int              `json:"max_context"`
+	Quantization        string           `json:"quantization"`
+	WeightBytes         int64            `json:"weight_bytes"`
+	MTPBytes            int64            `json:"mtp_bytes"`
+	Tensors             int              `json:"tensors"`
+	Shards              int              `json:"shards"`
+	HeaderOnlyShards    int              `json:"header_only_shards"`
+	BytesByDType        map[string]int64 `json:"bytes_by_dtype"`
+	KVBytesPerToken     int64            `json:"kv_bytes_per_token"`
+	StateBytesPerSeq    int64            `json:"state_bytes_per_sequence"`
+	KVBytesPerTokenFrom string           `json:"kv_bytes_per_token_from"`
+	Missing             []string         `json:"missing"`
+	Notes               []string         `json:"notes"`
+}
+
+type fitSetJSON struct {
+	Label     string `json:"label"`
+	When      string `json:"when"`
+	Container *int   `json:"container"`
+	VM        *int   `json:"vm"`
+	// From says how the GPUs were found.
+	From        string             `json:"from"`
+	P2P         bool               `json:"p2p"`
+	P2PWhy      string             `json:"p2p_why"`
+	GPUs        []fitGPUJSON       `json:"gpus"`
+	Placements  []fitPlacementJSON `json:"placements"`
+	Recommended string             `json:"recommended"`
+	Why         string             `json:"why"`
+	Impossible  []string           `json:"impossible"`
+	Notes       []string           `json:"notes"`
+}
+
+type fitGPUJSON struct {
+	Address    string `json:"address"`
+	Name       string `json:"name"`
+	NUMANode   *int   `json:"numa_node"`
+	Memory     int64  `json:"memory_bytes"`
+	MemoryFrom string `json:"memory_from"`
+}
+
+type fitPlacementJSON struct {
+	Name                string         `json:"name"`
+	TP                  int            `json:"tp"`
+	PP                  int            `json:"pp"`
+	Replicas            int            `json:"replicas"`
+	GPUsPerReplica      int            `json:"gpus_per_replica"`
+	WeightBytesPerGPU   int64          `json:"weight_bytes_per_gpu"`
+	ReserveBytesPerGPU  int64          `json:"reserve_bytes_per_gpu"`
+	MemoryFraction      float64        `json:"memory_fraction"`
+	KVBytesPerGPU       int64          `json:"kv_bytes_per_gpu"`
+	KVBytesPerToken     int64          `json:"kv_bytes_per_token"`
+	StateBytesPerSeq    int64          `json:"state_bytes_per_sequence"`
+	BytesPerSequence    int64          `json:"bytes_per_sequence"`
+	KVTokens            int64          `json:"kv_tokens"`
+	Sequences           int64          `json:"sequences"`
+	Verdict             string         `json:"verdict"`
+	Why                 string         `json:"why"`
+	Recommended         bool           `json:"recommended"`
+	SpansNUMA           bool           `json:"spans_numa"`
+	CrossNodeAllReduces int            `json:"cross_node_allreduces"`
+	CrossNodeHops       int            `json:"cross_node_hops"`
+	Stages              []fitStageJSON `json:"stages"`
+	Notes               []string       `json:"notes"`
+}
+
+type fitStageJSON struct {
+	Layers          [2]int   `json:"layers"`
+	GPUs            []string `json:"gpus"`
+	NUMANodes       []int    `json:"numa_nodes"`
+	Memory          int64    `json:"memory_bytes"`
+	Weights         int64    `json:"weight_bytes"`
+	Reserve         int64    `json:"reserve_bytes"`
+	KV              int64    `json:"kv_bytes"`
+	KVTokens        int64    `json:"kv_tokens"`
+	Sequences       int64    `json:"sequences"`
+	MemoryFraction  float64  `json:"memory_fraction"`
+	FractionFrom    string   `json:"memory_fraction_from"`
+	KVBytesPerToken int64    `json:"kv_bytes_per_token"`
+}
+
+// fitSplit is the desired state the "after the split" sets come from.
+type fitSplit struct {
+	name string
+	file *plan.File
+	// demo is set when it is docs/split.toml, for --demo without a file of its own.
+	demo bool
+}
+
+// readFitSplit finds the desired state: --config from this machine, the host's own,
+// or, for the sample host that carries none, the reference split of docs/split.toml.
+// nil without any.
+func readFitSplit(g *globals, h *host.Host, config string) (*fitSplit, error) {
+	d := desiredFlags{config: config}
+	name, data, err := d.read(h)
+	switch {
+	case err == nil:
+	case config == "" && g.demo && !h.Exists(plan.DefaultConfig):
+		name, data = "docs/split.toml", []byte(docs.SplitTOML)
+	case config == "" && !h.Exists(plan.DefaultConfig):
+		return nil, nil
+	default:
+		return nil, err
+	}
+	file, err := plan.ParseFile(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return &fitSplit{name: name, file: file, demo: name == "docs/split.toml"}, nil
+}
+
+func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
+	switch {
+	case f.model == "":
+		return nil, errors.New("--model names the model's directory (config.json and its safetensors files)")
+	case f.ct != 0 && f.vm != 0:
+		return nil, errors.New("--ct and --vm each name the guest to fit the model on; use one of them")
+	case f.fraction < 0 || f.fraction >= 1:
+		return nil, fmt.Errorf("--memory-fraction %g: a share of the GPU's memory, above 0 and below 1", f.fraction)
+	case f.kvPerToken < 0 || f.context < 0 || f.concurrency < 0:
+		return nil, errors.New("--kv-bytes-per-token, --context and --concurrency are positive")
+	}
+	engine, err := fit.ParseEngine(f.engine)
+	if err != nil {
+		return nil, err
+	}
+	var memOverride int64
+	if f.gpuMemory != "" {
+		if memOverride, err = fit.ParseSize(f.gpuMemory); err != nil {
+			return nil, fmt.Errorf("--gpu-memory: %w", err)
+		}
+	}
+	m, err := hfmodel.Load(f.model)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	kv, err := fit.ParseKVDType(f.kvDType, m)
+	if err != nil {
+		return nil, err
+	}
+	h, err := g.host()
+	if err != nil {
+		return nil, err
+	}
+	var guest *fit.Guest
+	switch {
+	case f.ct != 0:
+		guest = &fit.Guest{Kind: pve.LXC, ID: f.ct}
+	case f.vm != 0:
+		guest = &fit.Guest{Kind: pve.QEMU, ID: f.vm}
+	}
+	var split *fitSplit
+	if guest != nil || f.config != "" {
+		if split, err = readFitSplit(g, h, f.config); err != nil {
+			return nil, err
+		}
+	}
+	devices := g.devices
+	if devices == "" && split != nil {
+		devices = split.file.Devices
+	}
+	var sels []pci.Selector
+	if devices != "" {
+		if sels, err = pci.ParseSelectors(devices); err != nil {
+			return nil, fmt.Errorf("devices: %w", err)
+		}
+	}
+	inv, err := inventory.Build(h, sels)
+	if err != nil {
+		return nil, err
+	}
+	g.warn(inv.Warnings)
+
+	doc := &fitDoc{Host: h.Root(), Model: modelJSON(m, kv), Engine: string(engine), KVDType: kv.Name, KVDTypeFrom: kv.From, Sets: []fitSetJSON{}, Notes: []string{}}
+	if kv.Bytes == 2 && m.Quant.KVCache == "fp8" && kv.From != "--kv-dtype" {
+		doc.Notes = append(doc.Notes, "the checkpoint ships FP8 KV-cache scales: --kv-dtype fp8 (as the engine is told with --kv-cache-dtype fp8) halves the cache per token")
+	}
+	if f.kvPerToken > 0 {
+		doc.Model.KVBytesPerToken, doc.Model.KVBytesPerTokenFrom = f.kvPerToken, "--kv-bytes-per-token"
+	}
+	// The serving conditions: the flags, else the guest's group, else the model's.
+	doc.Context, doc.Concurrency = f.context, f.concurrency
+	var from []string
+	if f.contextSet || f.concurrentSet {
+		from = append(from, "the command line")
+	}
+	if grp := guestGroup(split, guest); grp != nil {
+		if !f.contextSet && grp.Context > 0 {
+			doc.Context = grp.Context
+		}
+		if !f.concurrentSet && grp.Concurrency > 0 {
+			doc.Concurrency = grp.Concurrency
+		}
+		if grp.Context > 0 && !f.contextSet || grp.Concurrency > 0 && !f.concurrentSet {
+			from = append(from, fmt.Sprintf("group %q of %s", grp.Name, split.name))
+		}
+	}
+	if doc.Context == 0 {
+		if m.MaxContext == 0 {
+			return nil, errors.New("config.json gives no max_position_embeddings: give --context")
+		}
+		doc.Context = m.MaxContext
+		from = append(from, "the model's max_position_embeddings")
+	}
+	if doc.Concurrency == 0 {
+		doc.Concurrency = 1
+	}
+	doc.ServingFrom = strings.Join(from, ", ")
+
+	opts := fit.Options{Engine: engine, MemoryFraction: f.fraction, KV: kv, KVBytesPerToken: f.kvPerToken, Context: doc.Context, Concurrency: doc.Concurrency}
+	p2p, p2pWhy := true, "the doctor's "+strings.Join(p2pChecks, ", ")+" found nothing against peer-to-peer"
+	disable, reasons, err := p2pAdvice(h, inv, p2pChecks...)
+	if err != nil {
+		return nil, err
+	}
+	if disable {
+		var titles []string
+		for _, r := range reasons {
+			titles = append(titles, r.Title)
+		}
+		p2p, p2pWhy = false, "the doctor advises against it: "+strings.Join(titles, "; ")
+	}
+	if f.noP2P {
+		p2p, p2pWhy = false, "--no-p2p"
+	}
+
+	type set struct {
+		label, when, from string
+		gpus              []inventory.GPU
+		p2p               bool
+		p2pWhy            string
+		notes             []string
+	}
+	var sets []set
+	switch {
+	case guest == nil:
+		sets = append(sets, set{label: "this host's GPUs", when: "now", from: "the inventory (--devices narrows it)", gpus: inv.GPUs, p2p: p2p, p2pWhy: p2pWhy})
+	default:
+		var now []inventory.GPU
+		setP2P, setWhy := p2p, p2pWhy
+		var notes []string
+		if guest.Kind == pve.LXC {
+			if now, err = fit.ContainerGPUs(h, inv, guest.ID); err != nil {
+				return nil, err
+			}
+		} else {
+			vmGPUs, man, err := fit.VMGPUs(h, inv, guest.ID)
+			if err != nil {
+				return nil, err
+			}
+			now, notes = vmGPUs, man.Notes
+			if v := man.Verdict(); setP2P && (v.Unsafe || v.Clique < 0) {
+				setP2P, setWhy = false, fmt.Sprintf("without one gpudirect clique for its GPUs the guest's driver gives them no peer access (gpusplit pve p2p-clique --vm %d)", guest.ID)
+			}
+		}
+		from := "the devN and lxc.mount.entry lines of its config"
+		if guest.Kind == pve.QEMU {
+			from = "its hostpciN entries, as qemu-server picks them at start"
+		}
+		sets = append(sets, set{label: guest.String() + " now", when: "now", from: from, gpus: now, p2p: setP2P, p2pWhy: setWhy, notes: notes})
+		if split != nil {
+			desired, err := split.file.Desired()
+			if err != nil {
+				return nil, err
+			}
+			pl, err := plan.Make(inv, desired)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", split.name, err)
+			}
+			after, why := fit.AfterSplit(inv, pl, desired, *guest, now)
+			label := fmt.Sprintf("%s after the split", guest)
+			src := fmt.Sprintf("%s of %s", why, split.name)
+			if split.demo {
+				src += " (the reference split: the sample host carries no " + plan.DefaultConfig + ")"
+			}
+			sets = append(sets, set{label: label, when: "after the split", from: src, gpus: after, p2p: setP2P, p2pWhy: setWhy})
+		}
+	}
+	for _, s := range sets {
+		js := fitSetJSON{Label: s.label, When: s.when, From: s.from, P2P: s.p2p, P2PWhy: s.p2pWhy, GPUs: []fitGPUJSON{}, Placements: []fitPlacementJSON{}, Impossible: []string{}, Notes: append([]string{}, s.notes...)}
+		if guest != nil {
+			id := guest.ID
+			if guest.Kind == pve.LXC {
+				js.Container = &id
+			} else {
+				js.VM = &id
+			}
+		}
+		if len(s.gpus) == 0 {
+			js.Why = "no GPUs"
+			doc.Sets = append(doc.Sets, js)
+			continue
+		}
+		gpus, err := fit.Memory(s.gpus, memOverride)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range gpus {
+			gj := fitGPUJSON{Address: x.Address.String(), Name: x.Name, Memory: x.Memory, MemoryFrom: x.MemoryFrom}
+			if x.NUMANode >= 0 {
+				n := x.NUMANode
+				gj.NUMANode = &n
+			}
+			js.GPUs = append(js.GPUs, gj)
+		}
+		o := opts
+		o.P2P = s.p2p
+		res, err := fit.Fit(m, gpus, o)
+		if err != nil {
+			return nil, err
+		}
+		fillSet(&js, res)
+		doc.Sets = append(doc.Sets, js)
+	}
+	return doc, nil
+}
+
+// guestGroup is the group of the desired state that names the guest.
+func guestGroup(split *fitSplit, guest *fit.Guest) *plan.Group {
+	if split == nil || guest == nil {
+		return nil
+	}
+	for i, grp := range split.file.Groups {
+		ids := grp.Containers
+		if guest.Kind == pve.QEMU {
+			ids = grp.VMs
+		}
+		for _, id := range ids {
+			if id == guest.ID {
+				return &split.file.Groups[i]
+			}
+		}
+	}
+	return nil
+}
+
+func fillSet(js *fitSetJSON, res *fit.Result) {
+	js.Impossible = append(js.Impossible, res.Impossible...)
+	js.Notes = append(js.Notes, res.Notes...)
+	js.Why = res.Why
+	for _, p := range res.Placements {
+		pj := fitPlacementJSON{
+			Name: p.Name(), TP: p.TP, PP: p.PP, Replicas: p.Replicas, GPUsPerReplica: p.TP * p.PP,
+			WeightBytesPerGPU: p.Weights, ReserveBytesPerGPU: p.Reserve, MemoryFraction: p.Stages[0].Budget.Fraction,
+			KVBytesPerGPU: max(p.KV, 0), KVBytesPerToken: p.PerToken, StateBytesPerSeq: p.State, BytesPerSequence: p.PerSequence,
+			KVTokens: p.Tokens, Sequences: p.Sequences, Verdict: string(p.Verdict), Why: p.Why, Recommended: p.Recommended,
+			SpansNUMA: p.SpansNUMA, CrossNodeAllReduces: p.CrossNodeAllReduces, CrossNodeHops: p.CrossNodeHops,
+			Stages: []fitStageJSON{}, Notes: append([]string{}, p.Notes...),
+		}
+		for _, s := range p.Stages {
+			sj := fitStageJSON{Layers: [2]int{s.First, s.Last}, GPUs: []string{}, NUMANodes: append([]int{}, s.Nodes...), Memory: s.Memory,
+				Weights: s.Weights, Reserve: s.Budget.Reserve, KV: max(s.KV, 0), KVTokens: s.Tokens, Sequences: s.Sequences,
+				MemoryFraction: s.Budget.Fraction, FractionFrom: s.Budget.FractionFrom, KVBytesPerToken: s.PerToken()}
+			for _, a := range s.GPUs {
+				sj.GPUs = append(sj.GPUs, a.String())
+			}
+			pj.Stages = append(pj.Stages, sj)
+		}
+		if p.Recommended {
+			js.Recommended = p.Name()
+		}
+		js.Placements = append(js.Placements, pj)
+	}
+}
+
+func modelJSON(m *hfmodel.Model, kv fit.KVDType) fitModelJSON {
+	j := fitModelJSON{
+		Path: m.Dir, Name: m.Name, Architecture: m.Architecture, ModelType: m.ModelType, Attention: m.Attention(),
+		Layers: m.Layers, FullLayers: m.Count(hfmodel.LayerFull), SlidingLayers: m.Count(hfmodel.LayerSliding), LinearLayers: m.Count(hfmodel.LayerLinear),
+		SlidingWindow: m.SlidingWindow, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+		Experts: m.Experts, ExpertsPerToken: m.TopK, MaxContext: m.MaxContext, Quantization: m.Quant.Label(),
+		WeightBytes: m.Weights.Serving(), MTPBytes: m.Weights.MTP, Tensors: m.Weights.Tensors, Shards: m.Weights.Shards,
+		HeaderOnlyShards: m.Weights.HeaderOnly, BytesByDType: m.Weights.ByDType,
+		Missing: append([]string{}, m.Missing...), Notes: append([]string{}, m.Notes...),
+	}
+	if m.MLA != nil {
+		j.KVLoraRank, j.RopeDim = m.MLA.KVLoraRank, m.MLA.RopeDim
+	}
+	if len(m.Missing) == 0 {
+		j.KVBytesPerToken, j.StateBytesPerSeq = fit.ModelKV(m, kv)
+		j.KVBytesPerTokenFrom = "config.json, at TP 1"
+	}
+	if j.BytesByDType == nil {
+		j.BytesByDType = map[string]int64{}
+	}
+	return j
+}
+
+// writeFit prints the fit: the model, then each set of GPUs with its placements.
+func writeFit(w io.Writer, d *fitDoc) error {
+	m := d.Model
+	fmt.Fprintf(w, "%s: %s (%s), %s: %s", m.Name, orDash(m.Architecture), orDash(m.ModelType), m.Attention, layersText(m))
+	if m.Experts > 0 {
+		fmt.Fprintf(w, "; %d experts, %d per token", m.Experts, m.ExpertsPerToken)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  weights: %s (%s), exact, from the headers of %d safetensors shards; quantization %s\n", hfmodel.GB(m.WeightBytes), fit.GiBText(m.WeightBytes), m.Shards, m.Quantization)
+	if m.KVBytesPerToken > 0 {
+		fmt.Fprintf(w, "  KV cache: %s (%s), %s bytes per token at TP 1 (%s)", d.KVDType, d.KVDTypeFrom, thousandsOf(m.KVBytesPerToken), m.KVBytesPerTokenFrom)
+		if m.StateBytesPerSeq > 0 {
+			fmt.Fprintf(w, ", plus %s of linear-attention state per sequence", mibText(m.StateBytesPerSeq))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range m.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	fmt.Fprintf(w, "serving: %s, %s of %s tokens", d.Engine, sequencesText(int64(d.Concurrency)), thousandsOf(int64(d.Context)))
+	if d.ServingFrom != "" {
+		fmt.Fprintf(w, " (%s)", d.ServingFrom)
+	}
+	if f := firstFraction(d); f != "" {
+		fmt.Fprintf(w, "; %s", f)
+	}
+	fmt.Fprintln(w)
+	for _, n := range d.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, s := range d.Sets {
+		fmt.Fprintf(w, "\n%s: %s\n", s.Label, gpusText(s.GPUs))
+		fmt.Fprintf(w, "  GPUs from %s\n", s.From)
+		if len(s.GPUs) == 0 {
+			continue
+		}
+		p2p := "available"
+		if !s.P2P {
+			p2p = "unavailable"
+		}
+		fmt.Fprintf(w, "  peer-to-peer: %s (%s)\n\n", p2p, s.P2PWhy)
+		var buf strings.Builder
+		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PLACEMENT\tGPUS\tREPLICAS\tWEIGHTS/GPU\tRESERVE/GPU\tKV/GPU\tKV TOKENS\tSEQUENCES\tVERDICT")
+		for _, p := range s.Placements {
+			kvText, tok, seq := "-", "-", "-"
+			if p.KVBytesPerGPU > 0 {
+				kvText, tok, seq = fit.GiBText(p.KVBytesPerGPU), thousandsOf(p.KVTokens), thousandsOf(p.Sequences)
+			}
+			v := p.Verdict
+			if p.Recommended {
+				v += " (recommended)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.GPUsPerReplica, p.Replicas, fit.GiBText(p.WeightBytesPerGPU), fit.GiBText(p.ReserveBytesPerGPU), kvText, tok, seq, v)
+		}
+		tw.Flush()
+		for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+			fmt.Fprintln(w, "  "+strings.TrimRight(line, " "))
+		}
+		fmt.Fprintln(w)
+		for _, p := range s.Placements {
+			fmt.Fprintf(w, "  %s: %s: %s\n", p.Name, p.Verdict, p.Why)
+			for _, n := range p.Notes {
+				fmt.Fprintf(w, "    %s\n", n)
+			}
+		}
+		if s.Recommended != "" {
+			fmt.Fprintf(w, "  recommended: %s: %s\n", s.Recommended, s.Why)
+		} else {
+			fmt.Fprintf(w, "  recommended: none: %s\n", s.Why)
+		}
+		for _, x := range s.Impossible {
+			fmt.Fprintf(w, "  not possible: %s\n", x)
+		}
+		for _, n := range s.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+	}
+	return nil
+}
+
+// firstFraction words the engine's share of the GPU, as the first placement worked it
+// out (SGLang's changes with the placement; the table's RESERVE column has each).
+func firstFraction(d *fitDoc) string {
+	for _, s := range d.Sets {
+		for _, p := range s.Placements {
+			st := p.Stages[0]
+			if d.Engine == string(fit.SGLang) && st.FractionFrom != "--memory-fraction" {
+				return "mem_fraction_static from SGLang's formula, per placement"
+			}
+			return fmt.Sprintf("%.3g of each GPU for weights and KV cache (%s)", st.MemoryFraction, st.FractionFrom)
+		}
+	}
+	return ""
+}
+
+func layersText(m fitModelJSON) string {
+	var parts []string
+	if m.FullLayers > 0 {
+		parts = append(parts, fmt.Sprintf("%d full", m.FullLayers))
+	}
+	if m.SlidingLayers > 0 {
+		parts = append(parts, fmt.Sprintf("%d sliding (window %s)", m.SlidingLayers, thousandsOf(int64(m.SlidingWindow))))
+	}
+	if m.LinearLayers > 0 {
+		parts = append(parts, fmt.Sprintf("%d linear", m.LinearLayers))
+	}
+	s := fmt.Sprintf("%d layers (%s)", m.Layers, strings.Join(parts, ", "))
+	switch {
+	case m.KVLoraRank > 0:
+		s += fmt.Sprintf(", a latent of %d + %d per token", m.KVLoraRank, m.RopeDim)
+	case m.KVHeads > 0:
+		s += fmt.Sprintf(", %d KV heads of %d", m.KVHeads, m.HeadDim)
+	}
+	return s
+}
+
+// gpusText words a set: "8 × RTX PRO 6000 … (97,887 MiB each); NUMA 0: 4, NUMA 1: 4".
+func gpusText(gpus []fitGPUJSON) string {
+	if len(gpus) == 0 {
+		return "no GPUs"
+	}
+	names := map[string]int{}
+	var order []string
+	nodes := map[string]int{}
+	var nodeOrder []string
+	for _, g := range gpus {
+		key := fmt.Sprintf("%s (%s)", g.Name, fit.MiBText(g.Memory))
+		if names[key] == 0 {
+			order = append(order, key)
+		}
+		names[key]++
+		node := "NUMA ?"
+		if g.NUMANode != nil {
+			node = fmt.Sprintf("NUMA %d", *g.NUMANode)
+		}
+		if nodes[node] == 0 {
+			nodeOrder = append(nodeOrder, node)
+		}
+		nodes[node]++
+	}
+	var parts, byNode []string
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%d × %s", names[k], k))
+	}
+	for _, n := range nodeOrder {
+		byNode = append(byNode, fmt.Sprintf("%s: %d", n, nodes[n]))
+	}
+	return strings.Join(parts, ", ") + "; " + strings.Join(byNode, ", ")
+}
+
+func thousandsOf(n int64) string {
+	s := fmt.Sprint(n)
+	var out []byte
+	for i, c := range []byte(s) {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			out = append(out, ',')
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+func sequencesText(n int64) string {
+	if n == 1 {
+		return "1 sequence"
+	}
+	return thousandsOf(n) + " sequences"
+}
+
+func mibText(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/float64(fit.MiB)) }
+
+// planModelJSON is a group's model fit in plan -o json (docs/json.md).
+type planModelJSON struct {
+	Group       string   `json:"group"`
+	Model       string   `json:"model"`
+	Containers  []int    `json:"containers"`
+	VMs         []int    `json:"vms"`
+	GPUs        []string `json:"gpus"`
+	Context     int      `json:"context"`
+	Concurrency int      `json:"concurrency"`
+	Recommended string   `json:"recommended"`
+	Verdict     string   `json:"verdict"`
+	Why         string   `json:"why"`
+	Error       string   `json:"error"`
+}
+
+// splitModels works out, for each group of the desired state file that names a model,
+// whether the model fits on the GPUs the group holds once the split is done: what its
+// containers (or VMs) keep. Nothing for --vfio, which names no model. A model that
+// cannot be read is reported in the group's entry, not as a failure of the plan. The
+// model's path is on this machine; a relative one is relative to the file's directory.
+func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
+	if len(d.vfio) > 0 {
+		return nil
+	}
+	name, data, err := d.read(pl.h)
+	if err != nil {
+		return nil
+	}
+	file, err := plan.ParseFile(name, data)
+	if err != nil {
+		return nil
+	}
+	var out []planModelJSON
+	end := fit.EndDrivers(pl.inv, pl.plan)
+	for _, grp := range file.Groups {
+		if grp.Model == "" {
+			continue
+		}
+		j := planModelJSON{Group: grp.Name, Model: grp.Model, Containers: append([]int{}, grp.Containers...), VMs: append([]int{}, grp.VMs...), GPUs: []string{}}
+		path := grp.Model
+		if !filepath.IsAbs(path) && d.config != "" {
+			path = filepath.Join(filepath.Dir(d.config), path)
+		}
+		var gpus []inventory.GPU
+		for _, mv := range append(append([]plan.Move{}, pl.plan.Moves...), pl.plan.InPlace...) {
+			if mv.Role != plan.RoleGPU || mv.Target != grp.Name {
+				continue
+			}
+			for _, x := range pl.inv.GPUs {
+				if x.Address == mv.Device && end[x.Address] != "" {
+					gpus = append(gpus, x)
+					j.GPUs = append(j.GPUs, x.Address.String())
+				}
+			}
+		}
+		j.Context, j.Concurrency = grp.Context, max(grp.Concurrency, 1)
+		fail := func(err error) {
+			j.Error = err.Error()
+			out = append(out, j)
+		}
+		m, err := hfmodel.Load(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				err = fmt.Errorf("model %s is not on this machine: %w", path, err)
+			}
+			fail(err)
+			continue
+		}
+		if j.Context == 0 {
+			j.Context = m.MaxContext
+		}
+		kv, _ := fit.ParseKVDType("auto", m)
+		fg, err := fit.Memory(gpus, 0)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		if len(fg) == 0 {
+			fail(fmt.Errorf("group %q holds no GPUs after the split", grp.Name))
+			continue
+		}
+		res, err := fit.Fit(m, fg, fit.Options{Engine: fit.VLLM, KV: kv, Context: j.Context, Concurrency: j.Concurrency, P2P: true})
+		if err != nil {
+			fail(err)
+			continue
+		}
+		if res.Recommended >= 0 {
+			p := res.Placements[res.Recommended]
+			j.Recommended, j.Verdict, j.Why = p.Name(), string(p.Verdict), p.Why
+		} else {
+			j.Verdict, j.Why = string(fit.DoesNotFit), res.Why
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// writeSplitModels prints splitModels' result after a plan.
+func writeSplitModels(w io.Writer, models []planModelJSON) {
+	for _, j := range models {
+		who := "group " + fmt.Sprintf("%q", j.Group)
+		if len(j.Containers) > 0 || len(j.VMs) > 0 {
+			var guests []string
+			for _, id := range j.Containers {
+				guests = append(guests, fmt.Sprintf("container %d", id))
+			}
+			for _, id := range j.VMs {
+				guests = append(guests, fmt.Sprintf("VM %d", id))
+			}
+			who += " (" + strings.Join(guests, ", ") + ")"
+		}
+		if j.Error != "" {
+			fmt.Fprintf(w, "\nmodel of %s: %s: not worked out: %s\n", who, j.Model, j.Error)
+			continue
+		}
+		if j.Recommended == "" {
+			fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs does not fit: %s (gpusplit fit --model %s shows every placement)\n", who, j.Model, len(j.GPUs), j.Why, j.Model)
+			continue
+		}
+		fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs: %s as %s: %s (gpusplit fit shows every placement)\n", who, j.Model, len(j.GPUs), j.Verdict, j.Recommended, j.Why)
+	}
+}
+
+// completeContainers offers the ids of this node's containers, with their host names,
+// as completeVMs offers its VMs.
+func completeContainers(h *host.Host, toComplete string) ([]cobra.Completion, error) {
+	node, err := pve.NodeName(h)
+	if err != nil {
+		return nil, err
+	}
+	dir := "/etc/pve/nodes/" + node + "/" + pve.LXC
+	names, err := h.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []cobra.Completion
+	for _, id := range guestIDs(names) {
+		s := fmt.Sprint(id)
+		if !strings.HasPrefix(s, toComplete) {
+			continue
+		}
+		desc := ""
+		p := fmt.Sprintf("%s/%d.conf", dir, id)
+		if data, err := h.ReadFile(p); err == nil && len(data) <= pve.MaxFile {
+			if ct, err := pve.ParseGuest(p, pve.LXC, id, string(data)); err == nil {
+				desc, _ = ct.Get("hostname")
+			}
+		}
+		out = append(out, cobra.CompletionWithDesc(s, desc))
+	}
+	return out, nil
+}
+
+// guestIDs are the ids of a directory's ID.conf files, in order.
+func guestIDs(names []string) []int {
+	var ids []int
+	for _, n := range names {
+		var id int
+		if _, err := fmt.Sscanf(n, "%d.conf", &id); err == nil && id > 0 && n == fmt.Sprintf("%d.conf", id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
