@@ -161,6 +161,19 @@ var contractCases = map[string][]contractCase{
 			return []string{"--root", gpuFunctionVM(t, f.sample(t)), "--vm", "140", "--clique", "1", "--apply"}
 		}},
 	},
+	"gpusplit pve cluster": {
+		{name: "the sample host's planted problems", args: fixed("--demo"), code: 1, doc: true},
+		{name: "no problems", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", clusterWithoutProblems(t, f.sample(t))}
+		}},
+		{name: "no .members", args: func(t *testing.T, f *fixtures) []string {
+			root := clusterWithoutProblems(t, f.sample(t))
+			if err := os.Remove(filepath.Join(root, "etc/pve/.members")); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--root", root}
+		}},
+	},
 	"gpusplit pve backups": {
 		{name: "none", args: fixed("--demo")},
 		{name: "after a sync", args: func(t *testing.T, f *fixtures) []string {

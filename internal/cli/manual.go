@@ -45,6 +45,7 @@ var ExitStatuses = []ExitStatus{
 	{exitDone, "gpusplit p2p", "every copy arrived intact"},
 	{exitFailed, "", "an error: bad input, an unknown command or flag, a refusal (a dry run ends so when the real run would refuse), or a failure; standard error says what and how to go on"},
 	{ExitWarnings, "gpusplit doctor", "warnings and no errors, or an error as for every command"},
+	{exitFailed, "gpusplit pve cluster", "problems in the cluster's configuration (the output lists them), or an error as for every command"},
 	{ExitErrors, "gpusplit doctor", "errors were found"},
 	{ExitCorrupt, "gpusplit p2p", "a copy between two GPUs delivered wrong bytes"},
 	{ExitDrift, "gpusplit status", "drift: a device is not on the driver the desired state gives it"},
@@ -259,6 +260,14 @@ func commandFiles() map[string][]File {
 			{"FILE of --p2p", "Read: a gpusplit p2p result saved on this host."},
 			fileNodeName,
 		}),
+		"gpusplit pve cluster": {
+			{pve.MembersPath, "Reads the cluster's nodes, as pmxcfs lists them, and which node this is."},
+			{pve.MappingPath, "Reads every PCI mapping, with the entries of every node."},
+			{pve.NodesDir + "/*/qemu-server/*.conf, " + pve.NodesDir + "/*/lxc/*.conf", "Reads every node's guest configs: the hostpciN entries that name a mapping, a container's /dev/nvidia* entries and cgroup lines, and template."},
+			{pve.HAResourcesPath + ", " + pve.HARulesPath + ", " + pve.HAGroupsPath, "Reads the HA resources, their node-affinity rules or HA groups, and the negative resource-affinity rules."},
+			{pve.ReplicationPath, "Reads the replication jobs, whose targets are nodes a guest is kept ready to move to."},
+			{fileNodeName.Path, "Reads this node's name where " + pve.MembersPath + " is missing."},
+		},
 		"gpusplit pve backups": {
 			{pve.BackupDir + "/*, " + pve.BackupDir + "/*.json", "Reads the backups and, beside each, which file it is of, when it was replaced and by which command."},
 		},

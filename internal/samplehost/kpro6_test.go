@@ -262,13 +262,18 @@ func files() map[string]string {
 	pciCfg.WriteString("a6000-ws\n")
 	pciCfg.WriteString("\tmap id=10de:2230,iommugroup=24,node=kpro5,path=0000:41:00.0,subsystem-id=10de:1459\n")
 	pciCfg.WriteString("\tmap id=10de:2230,iommugroup=38,node=kpro5,path=0000:c1:00.0,subsystem-id=10de:1459\n")
-	pciCfg.WriteString("\tdescription RTX A6000 pair on kpro5\n\n")
+	// Planted for pve cluster: kpro5's RTX PRO 6000, in pro6000 too.
+	pciCfg.WriteString("\tmap id=10de:2bb1,iommugroup=52,node=kpro5,path=0000:81:00,subsystem-id=10de:204b\n")
+	pciCfg.WriteString("\tdescription workstation GPUs of kpro5: the RTX A6000 pair, then its RTX PRO 6000\n\n")
 	pciCfg.WriteString("pro6000\n")
 	for _, bus := range []uint8{0x01, 0x11, 0x61, 0x71, 0x81, 0x91, 0xe1, 0xf1} {
 		fmt.Fprintf(&pciCfg, "\tmap id=10de:2bb1,iommugroup=%d,node=kpro6,path=0000:%02x:00,subsystem-id=10de:204b\n", gpuGroups[bus], bus)
 	}
 	pciCfg.WriteString("\tmap id=10de:2bb1,iommugroup=12,node=kpro7,path=0000:41:00,subsystem-id=10de:204b\n")
 	pciCfg.WriteString("\tmap id=10de:2bb1,iommugroup=77,node=kpro7,path=0000:c1:00,subsystem-id=10de:204b\n")
+	pciCfg.WriteString("\tmap id=10de:2bb1,iommugroup=52,node=kpro5,path=0000:81:00,subsystem-id=10de:204b\n")
+	// Planted for pve cluster: kpro4 left the cluster (pvecm delnode), its entry stayed.
+	pciCfg.WriteString("\tmap id=10de:2bb1,iommugroup=31,node=kpro4,path=0000:21:00,subsystem-id=10de:204b\n")
 	pciCfg.WriteString("\tdescription RTX PRO 6000 Blackwell, whole cards with HDMI audio\n\n")
 
 	var lxc strings.Builder
@@ -340,8 +345,117 @@ vmgenid: 3c9d2e71-8a4f-4b6e-b1d0-7f2a5c9e8d14
 		"etc/pve/nodes/kpro6/lxc/129.conf":         lxc.String(),
 		"etc/pve/nodes/kpro6/qemu-server/131.conf": vm,
 		"etc/pve/nodes/kpro5/qemu-server/120.conf": "cores: 16\nhostpci0: mapping=a6000-ws,pcie=1\nmachine: q35\nmemory: 65536\nname: ws-kpro5\nostype: l26\n",
+		"etc/pve/.members":                         members,
+		"etc/pve/nodes/kpro5/qemu-server/125.conf": vm125,
+		"etc/pve/nodes/kpro5/qemu-server/179.conf": vm179,
+		"etc/pve/nodes/kpro5/lxc/150.conf":         ct150,
+		"etc/pve/nodes/kpro7/qemu-server/171.conf": vm171,
+		"etc/pve/ha/resources.cfg":                 haResources,
+		"etc/pve/ha/rules.cfg":                     haRules,
+		"etc/pve/replication.cfg":                  replication,
 	}
 }
+
+// The rest of the cluster, for gpusplit pve cluster, which reads /etc/pve alone. One
+// problem of each kind is planted: VM 171 takes three devices of pro6000, which has two
+// on kpro7 (guest-node-short); pro6000 keeps an entry of kpro4, no longer a member
+// (entry-unknown-node); VM 120's strict HA rule allows kpro6, where a6000-ws has no
+// entry (target-node-short); kpro5's RTX PRO 6000 (0000:81:00) is in a6000-ws as a third
+// choice and in pro6000, used by VMs 120 and 125, which can run together
+// (gpu-in-two-mappings). VM 179 uses pro6000 on kpro5 too, but is a template; VM 171's
+// HA rule and replication target kpro6, where pro6000 has eight entries; container 150
+// passes a GPU in the raw style.
+
+// members is .members as pmxcfs writes it: the nodes in the order of its hash table.
+const members = `{
+"nodename": "kpro6",
+"version": 7,
+"cluster": { "name": "kpro", "version": 3, "nodes": 3, "quorate": 1 },
+"nodelist": {
+  "kpro6": { "id": 2, "online": 1, "ip": "10.20.0.16"},
+  "kpro5": { "id": 1, "online": 1, "ip": "10.20.0.15"},
+  "kpro7": { "id": 3, "online": 1, "ip": "10.20.0.17"}
+  }
+}
+`
+
+const vm125 = `bios: ovmf
+boot: order=scsi0
+cores: 16
+cpu: host
+efidisk0: local-zfs:vm-125-disk-0,efitype=4m,pre-enrolled-keys=0,size=1M
+hostpci0: mapping=pro6000,pcie=1
+machine: q35
+memory: 98304
+name: render05
+net0: virtio=BC:24:11:8E:21:25,bridge=vmbr0,firewall=1
+ostype: l26
+scsi0: local-zfs:vm-125-disk-1,iothread=1,size=200G
+scsihw: virtio-scsi-single
+`
+
+// ct150 passes a GPU the way of the guides before devN: bind mounts and the cgroup rule
+// of the nvidia majors (195, and nvidia-uvm's, which the kernel gives at boot).
+const ct150 = `arch: amd64
+cores: 8
+features: nesting=1
+hostname: notebook5
+memory: 32768
+net0: name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:51:0C:7E,ip=dhcp,type=veth
+ostype: ubuntu
+rootfs: local-zfs:subvol-150-disk-0,size=64G
+swap: 0
+unprivileged: 1
+lxc.cgroup2.devices.allow: c 195:* rwm
+lxc.cgroup2.devices.allow: c 511:* rwm
+lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file
+lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file
+lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file
+`
+
+const vm171 = `bios: ovmf
+boot: order=scsi0
+cores: 32
+cpu: host
+efidisk0: local-zfs:vm-171-disk-0,efitype=4m,pre-enrolled-keys=0,size=1M
+hostpci0: mapping=pro6000,pcie=1
+hostpci1: mapping=pro6000,pcie=1
+hostpci2: mapping=pro6000,pcie=1
+machine: q35
+memory: 196608
+name: train07
+net0: virtio=BC:24:11:3D:90:71,bridge=vmbr0,firewall=1
+numa: 1
+ostype: l26
+scsi0: local-zfs:vm-171-disk-1,iothread=1,size=400G
+scsihw: virtio-scsi-single
+sockets: 2
+`
+
+const vm179 = `bios: ovmf
+boot: order=scsi0
+cores: 16
+cpu: host
+efidisk0: local-zfs:base-179-disk-0,efitype=4m,pre-enrolled-keys=0,size=1M
+hostpci0: mapping=pro6000,pcie=1
+machine: q35
+memory: 65536
+name: render-template
+net0: virtio=BC:24:11:8E:21:79,bridge=vmbr0,firewall=1
+ostype: l26
+scsi0: local-zfs:base-179-disk-1,iothread=1,size=200G
+scsihw: virtio-scsi-single
+template: 1
+`
+
+// The HA configuration as PVE 9 writes it: node-affinity rules in rules.cfg (groups.cfg
+// is gone once every node runs 9).
+const haResources = "vm: 120\n\tstate started\n\nvm: 171\n\tstate started\n\n"
+
+const haRules = "node-affinity: ws-kpro5\n\tnodes kpro5:2,kpro6:1\n\tresources vm:120\n\tstrict 1\n\n" +
+	"node-affinity: train\n\tnodes kpro6,kpro7\n\tresources vm:171\n\tstrict 1\n\n"
+
+const replication = "local: 171-0\n\ttarget kpro6\n\tschedule */15\n\n"
 
 const grub = `# If you change this file, run 'update-grub' afterwards to update
 # /boot/grub/grub.cfg.

@@ -1,0 +1,396 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusplit/gpusplit/internal/plural"
+	"github.com/gpusplit/gpusplit/internal/pve"
+)
+
+// clusterSysfsNote says what the cluster view cannot see: it reads other nodes' configs,
+// and sysfs of none.
+const clusterSysfsNote = "read from /etc/pve alone: every node's guest configs, never a node's sysfs; whether an entry still matches its node's hardware is checked on that node (gpusplit pve mappings), and which GPU a container's /dev/nvidiaN is too"
+
+// clusterDoc is pve cluster -o json (docs/json.md).
+type clusterDoc struct {
+	Node     string               `json:"node"`
+	Cluster  string               `json:"cluster"`
+	Quorate  bool                 `json:"quorate"`
+	Members  bool                 `json:"members"`
+	Nodes    []clusterNodeJSON    `json:"nodes"`
+	Mappings []clusterMappingJSON `json:"mappings"`
+	Guests   []clusterGuestJSON   `json:"guests"`
+	Problems []clusterProblemJSON `json:"problems"`
+	Notes    []string             `json:"notes"`
+}
+
+type clusterNodeJSON struct {
+	Name     string `json:"name"`
+	ID       int    `json:"id"`
+	Online   bool   `json:"online"`
+	IP       string `json:"ip"`
+	ThisNode bool   `json:"this_node"`
+}
+
+type clusterEntryJSON struct {
+	Node string `json:"node"`
+	Path string `json:"path"`
+	ID   string `json:"id"`
+}
+
+type clusterMappingJSON struct {
+	ID          string             `json:"id"`
+	Description string             `json:"description"`
+	Entries     []clusterEntryJSON `json:"entries"`
+	PerNode     map[string]int     `json:"per_node"`
+	UsedBy      []int              `json:"used_by"`
+}
+
+type clusterUseJSON struct {
+	Mapping string   `json:"mapping"`
+	Keys    []string `json:"keys"`
+	Needs   int      `json:"needs"`
+}
+
+type clusterHAJSON struct {
+	Managed bool     `json:"managed"`
+	State   string   `json:"state"`
+	Rule    string   `json:"rule"`
+	Strict  bool     `json:"strict"`
+	Nodes   []string `json:"nodes"`
+}
+
+type clusterReplicationJSON struct {
+	Job    string `json:"job"`
+	Target string `json:"target"`
+}
+
+type clusterGuestJSON struct {
+	ID          int                      `json:"id"`
+	Kind        string                   `json:"kind"`
+	Node        string                   `json:"node"`
+	Name        string                   `json:"name"`
+	Template    bool                     `json:"template"`
+	Config      string                   `json:"config"`
+	Mappings    []clusterUseJSON         `json:"mappings"`
+	Devices     []string                 `json:"devices"`
+	CgroupAllow []string                 `json:"cgroup_allow"`
+	HA          clusterHAJSON            `json:"ha"`
+	Replication []clusterReplicationJSON `json:"replication"`
+}
+
+type clusterProblemJSON struct {
+	Kind     string   `json:"kind"`
+	Node     string   `json:"node"`
+	Guests   []int    `json:"guests"`
+	Mappings []string `json:"mappings"`
+	Paths    []string `json:"paths"`
+	Message  string   `json:"message"`
+}
+
+func newPVECluster(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cluster",
+		Short: "The whole cluster's GPU configuration from /etc/pve: nodes, mappings, guests, problems",
+		Long: `Read the cluster's configuration from /etc/pve alone, which pmxcfs replicates to every
+node: the nodes (/etc/pve/.members), every PCI mapping with its entries per node, every
+guest of every node that uses a mapping (hostpciN: mapping=) or passes GPUs to a container
+(devN or lxc.mount.entry of /dev/nvidia*, lxc.cgroup2.devices.allow c 195:*), its HA
+resource (ha/resources.cfg, with the rules of ha/rules.cfg or the groups of
+ha/groups.cfg) and its replication jobs (replication.cfg). Then the problems:
+
+  guest-node-short     a guest takes more devices of a mapping than the mapping has
+                       entries on the guest's node (or none)
+  entry-unknown-node   a mapping entry names a node that is not in the cluster
+  target-node-short    a node HA may move a VM to, or its replication target, has fewer
+                       entries of the VM's mapping than the VM takes
+  gpu-in-two-mappings  a device of a node is in two mappings used by two guests of that
+                       node that can run at the same time (neither is a template, and no
+                       negative HA resource-affinity rule keeps them apart)
+
+It reads other nodes' guest configs but never their sysfs: whether an entry matches its
+node's hardware is checked on that node (gpusplit pve mappings). docs/proxmox.md has
+each rule with its example.
+
+Exit status: 0 without problems, 1 with problems (or an error).`,
+		Example: `  gpusplit --demo pve cluster
+  gpusplit pve cluster -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := g.host()
+			if err != nil {
+				return err
+			}
+			c, err := pve.ReadCluster(h)
+			if err != nil {
+				return err
+			}
+			doc := clusterJSON(c)
+			if g.json() {
+				if err := g.writeJSON(doc); err != nil {
+					return err
+				}
+			} else {
+				printCluster(g, h.Root(), doc)
+			}
+			if n := len(doc.Problems); n > 0 {
+				where := "listed above"
+				if g.json() {
+					where = "in problems"
+				}
+				return fmt.Errorf("%s in the cluster's configuration (%s)", plural.S(n, "problem"), where)
+			}
+			return nil
+		},
+	}
+}
+
+// clusterJSON is the document of the cluster view; every list is [] when empty.
+func clusterJSON(c *pve.Cluster) clusterDoc {
+	doc := clusterDoc{
+		Node: c.Node, Nodes: []clusterNodeJSON{}, Mappings: []clusterMappingJSON{}, Guests: []clusterGuestJSON{},
+		Problems: []clusterProblemJSON{}, Notes: append([]string{clusterSysfsNote}, c.Notes...),
+	}
+	if m := c.Members; m != nil {
+		doc.Members, doc.Cluster, doc.Quorate = true, m.Cluster, m.Quorate
+		for _, n := range m.Nodes {
+			doc.Nodes = append(doc.Nodes, clusterNodeJSON{Name: n.Name, ID: n.ID, Online: n.Online, IP: n.IP, ThisNode: n.Name == c.Node})
+		}
+	}
+	for _, m := range c.Mappings.Mappings {
+		mj := clusterMappingJSON{ID: m.ID, Description: m.Props["description"], Entries: []clusterEntryJSON{}, PerNode: map[string]int{}, UsedBy: []int{}}
+		for _, e := range m.Maps {
+			mj.Entries = append(mj.Entries, clusterEntryJSON{Node: e.Node, Path: e.Path, ID: e.ID})
+			mj.PerNode[e.Node]++
+		}
+		for _, gu := range c.Guests {
+			if slices.ContainsFunc(gu.Uses, func(u pve.MappingUse) bool { return u.Mapping == m.ID }) {
+				mj.UsedBy = append(mj.UsedBy, gu.ID)
+			}
+		}
+		doc.Mappings = append(doc.Mappings, mj)
+	}
+	for _, gu := range c.Guests {
+		gj := clusterGuestJSON{
+			ID: gu.ID, Kind: "vm", Node: gu.Node, Name: gu.Name, Template: gu.Template, Config: gu.Path,
+			Mappings: []clusterUseJSON{}, Devices: append([]string{}, gu.Devices...), CgroupAllow: append([]string{}, gu.CgroupAllow...),
+			HA: clusterHAJSON{Nodes: []string{}}, Replication: []clusterReplicationJSON{},
+		}
+		if gu.Kind == pve.LXC {
+			gj.Kind = "ct"
+		}
+		for _, u := range gu.Uses {
+			gj.Mappings = append(gj.Mappings, clusterUseJSON{Mapping: u.Mapping, Keys: u.Keys, Needs: u.Needs})
+		}
+		if r := gu.HA; r != nil {
+			gj.HA.Managed, gj.HA.State = true, r.State
+			if a := r.Affinity; a != nil {
+				gj.HA.Rule, gj.HA.Strict, gj.HA.Nodes = a.Rule, a.Strict, append([]string{}, a.Nodes...)
+			}
+		}
+		for _, r := range gu.Replication {
+			gj.Replication = append(gj.Replication, clusterReplicationJSON{Job: r.Job, Target: r.Target})
+		}
+		doc.Guests = append(doc.Guests, gj)
+	}
+	for _, p := range c.Problems {
+		doc.Problems = append(doc.Problems, clusterProblemJSON{Kind: p.Kind, Node: p.Node, Guests: p.Guests, Mappings: p.Mappings, Paths: p.Paths, Message: p.Message})
+	}
+	return doc
+}
+
+// printCluster prints the cluster view: the nodes, the mappings' entries per node, the
+// guests with their GPUs, HA and replication, then the problems and notes.
+func printCluster(g *globals, root string, doc clusterDoc) {
+	w := g.stdout
+	switch {
+	case !doc.Members:
+		fmt.Fprintf(w, "%s: the cluster's members are unknown (no %s); this node is %s.\n", root, pve.MembersPath, doc.Node)
+	case doc.Cluster == "":
+		fmt.Fprintf(w, "%s: node %s is in no cluster.\n", root, doc.Node)
+	default:
+		quorate := "quorate"
+		if !doc.Quorate {
+			quorate = "NOT quorate: /etc/pve is read-only"
+		}
+		fmt.Fprintf(w, "%s: cluster %s, %s, %s; this node is %s.\n", root, doc.Cluster, plural.S(len(doc.Nodes), "node"), quorate, doc.Node)
+	}
+	var members []string
+	if len(doc.Nodes) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tID\tONLINE\tIP")
+		for _, n := range doc.Nodes {
+			members = append(members, n.Name)
+			online := "yes"
+			if !n.Online {
+				online = "NO"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n.Name, n.ID, online, orDash(n.IP))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	if len(doc.Mappings) == 0 {
+		fmt.Fprintf(w, "No PCI mappings (%s).\n", pve.MappingPath)
+	} else {
+		// A column per member, then the entries of nodes outside the cluster.
+		cols := slices.Clone(members)
+		if len(cols) == 0 {
+			for _, m := range doc.Mappings {
+				for n := range m.PerNode {
+					if !slices.Contains(cols, n) {
+						cols = append(cols, n)
+					}
+				}
+			}
+			slices.Sort(cols)
+		}
+		// Node names are shown as written: Proxmox tells them apart by case.
+		other := "NOT IN CLUSTER"
+		if !doc.Members {
+			other = "OTHER NODES"
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "MAPPING\t%s\t%s\tUSED BY\n", strings.Join(cols, "\t"), other)
+		for _, m := range doc.Mappings {
+			var row, other, users []string
+			for _, n := range cols {
+				row = append(row, countOrDash(m.PerNode[n]))
+			}
+			for _, n := range slices.Sorted(maps.Keys(m.PerNode)) {
+				if !slices.Contains(cols, n) {
+					other = append(other, fmt.Sprintf("%s: %d", n, m.PerNode[n]))
+				}
+			}
+			for _, id := range m.UsedBy {
+				users = append(users, guestLabel(doc, id))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, strings.Join(row, "\t"), orDash(strings.Join(other, ", ")), orDash(strings.Join(users, ", ")))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	if len(doc.Guests) == 0 {
+		fmt.Fprintln(w, "No guest uses a mapping or passes GPUs to a container.")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GUEST\tNODE\tNAME\tGPUS\tHA, REPLICATION")
+		for _, gu := range doc.Guests {
+			name := orDash(gu.Name)
+			if gu.Template {
+				name += " (template)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", guestLabel(doc, gu.ID), gu.Node, name, guestGPUs(gu), orDash(guestMoves(gu)))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	if len(doc.Problems) == 0 {
+		fmt.Fprintln(w, "No problems.")
+	} else {
+		fmt.Fprintf(w, "%s:\n", plural.S(len(doc.Problems), "problem"))
+		for _, p := range doc.Problems {
+			fmt.Fprintf(w, "  %s: %s\n", p.Kind, p.Message)
+		}
+	}
+	for _, n := range doc.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func countOrDash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+// guestLabel is "VM 131" or "CT 129" for a guest of the document.
+func guestLabel(doc clusterDoc, id int) string {
+	for _, gu := range doc.Guests {
+		if gu.ID == id && gu.Kind == "ct" {
+			return fmt.Sprintf("CT %d", id)
+		}
+	}
+	return fmt.Sprintf("VM %d", id)
+}
+
+var gpuMinor = regexp.MustCompile(`^/dev/nvidia(\d+)$`)
+
+// guestGPUs says what a guest takes: a VM its mappings and how many of each, a container
+// its /dev/nvidiaN (in ranges) and how the nodes get in.
+func guestGPUs(gu clusterGuestJSON) string {
+	if gu.Kind == "vm" {
+		var parts []string
+		for _, u := range gu.Mappings {
+			parts = append(parts, fmt.Sprintf("%s ×%d", u.Mapping, u.Needs))
+		}
+		return strings.Join(parts, ", ")
+	}
+	var minors []int
+	others := 0
+	for _, d := range gu.Devices {
+		if m := gpuMinor.FindStringSubmatch(d); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			minors = append(minors, n)
+		} else {
+			others++
+		}
+	}
+	slices.Sort(minors)
+	var ranges []string
+	for i := 0; i < len(minors); {
+		j := i
+		for j+1 < len(minors) && minors[j+1] == minors[j]+1 {
+			j++
+		}
+		if j > i {
+			ranges = append(ranges, fmt.Sprintf("%d-%d", minors[i], minors[j]))
+		} else {
+			ranges = append(ranges, strconv.Itoa(minors[i]))
+		}
+		i = j + 1
+	}
+	var out []string
+	if len(ranges) > 0 {
+		out = append(out, "/dev/nvidia"+strings.Join(ranges, ","))
+	}
+	if others > 0 {
+		out = append(out, plural.S(others, "control node"))
+	}
+	if len(gu.CgroupAllow) > 0 {
+		out = append(out, "cgroup 195")
+	}
+	return strings.Join(out, ", ")
+}
+
+// guestMoves says where HA and replication may take a guest.
+func guestMoves(gu clusterGuestJSON) string {
+	var out []string
+	if gu.HA.Managed {
+		s := "HA " + gu.HA.State
+		if gu.HA.Rule != "" {
+			strict := ""
+			if gu.HA.Strict {
+				strict = " (strict)"
+			}
+			s += fmt.Sprintf(", rule %s%s: %s", gu.HA.Rule, strict, strings.Join(gu.HA.Nodes, ", "))
+		} else {
+			s += ", any node"
+		}
+		out = append(out, s)
+	}
+	for _, r := range gu.Replication {
+		out = append(out, fmt.Sprintf("replication %s → %s", r.Job, r.Target))
+	}
+	return strings.Join(out, "; ")
+}
