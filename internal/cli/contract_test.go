@@ -231,6 +231,11 @@ var contractCases = map[string][]contractCase{
 			return nil
 		}, code: ExitNoCUDA},
 	},
+	"gpusplit fit": {
+		{name: "container, before and after the split", args: fixed("--demo", "--model", "../../testdata/models/qwen3.5-397b-a17b-nvfp4-like", "--ct", "129")},
+		{name: "VM", args: fixed("--demo", "--model", "../../testdata/models/qwen3.5-397b-a17b-nvfp4-like", "--vm", "131")},
+		{name: "a directory without a model", args: func(t *testing.T, f *fixtures) []string { return []string{"--demo", "--model", t.TempDir()} }, code: 1},
+	},
 	"gpusplit snapshot": {
 		{name: "to a file", args: func(t *testing.T, f *fixtures) []string {
 			return []string{"--demo", "--file", filepath.Join(t.TempDir(), "s.tar.gz")}

@@ -297,6 +297,12 @@ func commandFiles() map[string][]File {
 			{"/sys, /proc, /etc/default/grub*, /etc/kernel/cmdline, /etc/modprobe.d, /etc/gpusplit/split.toml, /etc/pve/mapping/pci.cfg, /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf, /dev/kmsg", "Reads what gpusplit reads of them, and nothing else: the PCI parts of sysfs, the processes holding GPUs, the kernel log, the boot configuration, the desired state, and of the guest configs only the keys gpusplit reads, with secrets redacted."},
 			{"gpusplit-HOST-DATE.tar.gz", "Written: the archive, in the current directory unless the command line names another file (- for standard output)."},
 		},
+		"gpusplit fit": concatFiles(scanFiles(), []File{
+			{"DIR of --model: config.json, hf_quant_config.json, model.safetensors.index.json, *.safetensors", "Reads the model's config and index, and of each safetensors shard its header alone (the 8-byte length and the JSON it announces, at most 100 MB); never a tensor."},
+			{plan.DefaultConfig, "With --ct or --vm: reads the desired state, for the GPUs the guest keeps after the split (--config names another file)."},
+			{"/etc/pve/nodes/*/lxc/ID.conf, /etc/pve/nodes/*/qemu-server/ID.conf", "With --ct or --vm: reads the guest's config, for the GPUs it has now."},
+			fileMappings, fileNodeName, fileKmsg,
+		}),
 		"gpusplit p2p": concatFiles(scanFiles(), []File{
 			{"/dev/nvidia*, libcuda.so.1", "Opened through the CUDA driver, to copy between the GPUs."},
 			{CUDABinary, "The CUDA build that the static gpusplit hands p2p over to, beside it or on the PATH."},
