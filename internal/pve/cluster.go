@@ -320,6 +320,8 @@ type Cluster struct {
 	Guests   []ClusterGuest
 	Problems []ClusterProblem
 	Notes    []string
+	// dirs are the nodes that have a directory under NodesDir.
+	dirs []string
 }
 
 // ReadCluster reads the cluster's files and finds the problems. It reads every node's
@@ -393,17 +395,12 @@ func readSmall(h *host.Host, p string) ([]byte, error) {
 }
 
 // clusterNodes are the nodes HA and migrations may use: the members, or without
-// .members the nodes that have guest directories.
+// .members the nodes that have guest directories, and this node.
 func (c *Cluster) clusterNodes() []string {
 	if c.Members != nil {
 		return c.Members.Names()
 	}
-	var out []string
-	for _, g := range c.Guests {
-		if !slices.Contains(out, g.Node) {
-			out = append(out, g.Node)
-		}
-	}
+	out := slices.Clone(c.dirs)
 	if !slices.Contains(out, c.Node) {
 		out = append(out, c.Node)
 	}
@@ -427,6 +424,7 @@ func (c *Cluster) readGuests(h *host.Host) error {
 		if !nodeName.MatchString(node) || !h.IsDir(NodesDir+"/"+node) {
 			continue // pmxcfs lists guests only under valid node names
 		}
+		c.dirs = append(c.dirs, node)
 		found := 0
 		for _, kind := range []string{QEMU, LXC} {
 			dir := NodesDir + "/" + node + "/" + kind
@@ -592,10 +590,9 @@ func (c *Cluster) readHA(h *host.Host) (map[string]*HAResource, map[[2]string]bo
 			sources[sid] = append(sources[sid], a)
 		}
 	}
-	for _, sid := range order {
-		res := resources[slices.IndexFunc(resources, func(s section) bool { return s.Type+":"+s.ID == sid })]
-		name := res.Props["group"]
-		if name == "" {
+	for _, res := range resources {
+		sid, name := res.Type+":"+res.ID, res.Props["group"]
+		if out[sid] == nil || name == "" {
 			continue
 		}
 		i := slices.IndexFunc(groups, func(s section) bool { return s.Type == "group" && s.ID == name })

@@ -229,6 +229,10 @@ func TestClusterProblems(t *testing.T) {
 			want: []string{"guest-node-short n1 [100] [gpu] []"}},
 		{name: "a replication target outside the cluster is none",
 			files: map[string]string{"etc/pve/replication.cfg": "local: 100-0\n\ttarget n0\n\n"}},
+		{name: "without .members HA may use every node with a guest directory",
+			files: map[string]string{"etc/pve/.members": "", "etc/pve/ha/resources.cfg": ha120, "etc/pve/nodes/n2/lxc/200.conf": "hostname: plain\n",
+				"etc/pve/mapping/pci.cfg": "gpu\n\tmap id=10de:2bb1,node=n1,path=0000:01:00\n\tmap id=10de:2bb1,node=n1,path=0000:02:00\n\n"},
+			want: []string{"target-node-short n2 [100] [gpu] []"}},
 		{name: "a rule's node outside the cluster is no target",
 			files: map[string]string{"etc/pve/ha/resources.cfg": ha120, "etc/pve/ha/rules.cfg": "node-affinity: r\n\tnodes n1,n0\n\tresources vm:100\n\tstrict 1\n\n"}},
 
