@@ -191,7 +191,7 @@ func (hk *hooker) vmStart() error {
 	if err != nil {
 		return err
 	}
-	m, err := vmlayout.Predict(h, inv.Tree, hk.vmid, time.Now())
+	m, err := vmlayout.Devices(h, inv.Tree, hk.vmid, time.Now())
 	if err != nil {
 		return fmt.Errorf("VM %d start refused: %w", hk.vmid, err)
 	}

@@ -165,6 +165,16 @@ func overrideIDs(d *Device, opts map[string]string) {
 // Predict reads VM vmid's configuration on this node and works out, with qemu-server's
 // rules, the host device behind each hostpciN and where the guest will see it.
 func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, error) {
+	return predict(h, t, vmid, now, true)
+}
+
+// Devices is Predict for the devices alone, GPUs or not: what qemu-server will give the
+// VM, for the hook that prepares them.
+func Devices(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, error) {
+	return predict(h, t, vmid, now, false)
+}
+
+func predict(h *host.Host, t *pci.Tree, vmid int, now time.Time, needGPU bool) (*Manifest, error) {
 	node, err := pve.NodeName(h)
 	if err != nil {
 		return nil, err
@@ -323,6 +333,9 @@ func Predict(h *host.Host, t *pci.Tree, vmid int, now time.Time) (*Manifest, err
 		if d.IsGPU() {
 			gpus++
 		}
+	}
+	if gpus == 0 && !needGPU {
+		return m, nil
 	}
 	if gpus == 0 && HasLayout(g) {
 		return nil, fmt.Errorf("VM %d: %w: the guest sees the host's NUMA nodes and host bridges itself, and NCCL needs no topology file (gpusplit topo in the guest shows them)", vmid, ErrLaidOut)
