@@ -183,3 +183,27 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("fifo: %v", err)
 	}
 }
+
+// FuzzRead feeds the header reader any bytes: it must return a header whose ranges
+// tile its buffer, or an error, never panic or hang.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(upstream))
+	f.Add([]byte(header(`{"a":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]}}`, -1)))
+	f.Add([]byte(header(`{"__metadata__":{"format":"pt"},"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, -1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := Read(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		var sum int64
+		for _, tn := range h.Tensors {
+			if tn.Bytes() < 0 {
+				t.Fatalf("tensor %q of %d bytes", tn.Name, tn.Bytes())
+			}
+			sum += tn.Bytes()
+		}
+		if sum != h.DataBytes {
+			t.Fatalf("tensors add up to %d, the buffer is %d", sum, h.DataBytes)
+		}
+	})
+}
