@@ -512,7 +512,7 @@ func modelJSON(m *hfmodel.Model, kv fit.KVDType) fitModelJSON {
 	}
 	if len(m.Missing) == 0 {
 		j.KVBytesPerToken, j.StateBytesPerSeq = fit.ModelKV(m, kv)
-		j.KVBytesPerTokenFrom = "config.json, at TP 1"
+		j.KVBytesPerTokenFrom = "config.json"
 	}
 	if j.BytesByDType == nil {
 		j.BytesByDType = map[string]int64{}
