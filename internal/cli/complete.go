@@ -94,10 +94,11 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 		"vm-mapping": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			return g.complete(func(h *host.Host) ([]cobra.Completion, error) { return completeMappings(h, toComplete) })
 		},
-		"keep":   completeNone,
-		"clique": completeNone,
-		"p2p":    completeFilesExt("json"),
-		"save":   completeFilesExt("json"),
+		"keep":    completeNone,
+		"clique":  completeNone,
+		"storage": completeNone,
+		"p2p":     completeFilesExt("json"),
+		"save":    completeFilesExt("json"),
 
 		// doctor.
 		"only":       completeChecks,

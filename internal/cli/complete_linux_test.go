@@ -187,8 +187,6 @@ func testFish(t *testing.T, dir string) {
 	}
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // terminal is an interactive program on a pseudo-terminal.
 type terminal struct {
 	ptmx  *os.File

@@ -152,6 +152,29 @@ var contractCases = map[string][]contractCase{
 		{name: "a container whose GPUs are on nvidia", args: fixed("--demo", "129", "pre-start")},
 		{name: "refused: the GPUs are held", args: fixed("--demo", "131", "pre-start"), code: 1},
 	},
+	"gpusplit pve hook install": {
+		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131"}
+		}},
+		{name: "written", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131", "--apply"}
+		}},
+		{name: "no storage holds snippets", args: fixed("--demo", "--vm", "131"), code: 1},
+	},
+	"gpusplit pve hook remove": {
+		{name: "nothing installed", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131"}
+		}},
+		{name: "installed", args: func(t *testing.T, f *fixtures) []string {
+			root := withSnippets(t, f.sample(t))
+			f.must(t, "--root", root, "pve", "hook", "install", "--vm", "131", "--apply")
+			return []string{"--root", root, "--vm", "131", "--apply"}
+		}},
+	},
+	"gpusplit pve hook show": {
+		{name: "none", args: fixed("--demo", "--ct", "129")},
+		{name: "no such guest", args: fixed("--demo", "--vm", "999"), code: 1},
+	},
 	"gpusplit pve p2p-clique": {
 		{name: "refused, whole-slot entries", args: fixed("--demo", "--vm", "131"), code: 1},
 		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {
@@ -588,6 +611,16 @@ func gpuFunctionVM(t *testing.T, root string) string {
 	t.Helper()
 	conf := "hostpci0: 0000:81:00.0,pcie=1\nhostpci1: 0000:91:00.0,pcie=1\nmachine: q35\nmemory: 4096\n"
 	if err := os.WriteFile(filepath.Join(root, "etc/pve/nodes/kpro6/qemu-server/140.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// withSnippets gives the sample host a storage.cfg whose local storage holds snippets.
+func withSnippets(t *testing.T, root string) string {
+	t.Helper()
+	cfg := "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup,snippets\n"
+	if err := os.WriteFile(filepath.Join(root, "etc/pve/storage.cfg"), []byte(cfg), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	return root

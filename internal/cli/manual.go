@@ -252,6 +252,22 @@ func commandFiles() map[string][]File {
 			{"nvidia-persistenced.service", "Stopped while GPUs leave nvidia at a VM's start, and started again after (systemctl)."},
 			fileNodeName,
 		}),
+		"gpusplit pve hook install": {
+			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; with --apply writes its hookscript line, under Proxmox's locks, with a backup."},
+			{pve.StoragePath, "Reads which storage of this node holds snippets."},
+			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Written with --apply: the snippet that runs gpusplit hook (and, for a guest that had a hookscript, that one after it); taken back if the config cannot be written."},
+			filePVELocks, fileBackups, fileNodeName,
+		},
+		"gpusplit pve hook remove": {
+			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; with --apply takes gpusplit's hookscript away, putting back the one it chained."},
+			{pve.StoragePath, "Reads where the snippets are."},
+			{"STORAGE/snippets/" + hookSnippet + "-ID", "Removed with --apply: the guest's own chain snippet."},
+			filePVELocks, fileBackups, fileNodeName,
+		},
+		"gpusplit pve hook show": {
+			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's hookscript line."},
+			{pve.StoragePath + ", STORAGE/snippets/*", "Reads whether the hookscript is gpusplit's snippet, and what it chains."},
+		},
 		"gpusplit pve p2p-clique": concatFiles(scanFiles(), []File{
 			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; with --apply writes its args with the clique."},
 			fileMappings, fileBackups,

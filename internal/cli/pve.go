@@ -26,7 +26,7 @@ carries the host's NUMA nodes; backups lists and restores the versions gpusplit 
 docs/proxmox.md walks through the reference case,
 docs/vm-topology.md through the VM layout.`,
 	}
-	cmd.AddCommand(newPVEMappings(g), newPVESync(g), newPVEVMLayout(g), newPVEP2PClique(g), newPVEBackups(g), newPVECluster(g))
+	cmd.AddCommand(newPVEMappings(g), newPVESync(g), newPVEVMLayout(g), newPVEP2PClique(g), newPVEBackups(g), newPVECluster(g), newPVEHook(g))
 	return cmd
 }
 

@@ -1,0 +1,78 @@
+package pve
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// StoragePath is Proxmox's storage configuration (pve-storage's section config).
+const StoragePath = "/etc/pve/storage.cfg"
+
+// Storage is one storage of storage.cfg: "<type>: <id>" and its indented properties.
+type Storage struct {
+	Type, ID string
+	Path     string   // where a file-based storage keeps its files
+	Content  []string // "iso", "vztmpl", "backup", "snippets", …
+	Nodes    []string // the nodes it is on; none for all
+	Disabled bool
+}
+
+// snippetTypes are the storage types that can hold snippets, and the path of each
+// that has no path property: NFS, CIFS and CephFS are mounted at /mnt/pve/<id>
+// (pve-storage's NFSPlugin, CIFSPlugin, CephFSPlugin).
+var snippetTypes = map[string]string{"dir": "", "btrfs": "", "nfs": "/mnt/pve/", "cifs": "/mnt/pve/", "cephfs": "/mnt/pve/"}
+
+// ParseStorage reads storage.cfg. A line that is neither a section header, an
+// indented property, a comment nor blank is an error naming its line.
+func ParseStorage(data string) ([]Storage, error) {
+	var out []Storage
+	for i, line := range strings.Split(data, "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case t == "" || strings.HasPrefix(t, "#"):
+			continue
+		case line[0] != ' ' && line[0] != '\t':
+			typ, id, ok := strings.Cut(t, ":")
+			if !ok || strings.TrimSpace(id) == "" {
+				return nil, fmt.Errorf("%s:%d: %q is not a section header (<type>: <id>)", StoragePath, i+1, t)
+			}
+			out = append(out, Storage{Type: strings.TrimSpace(typ), ID: strings.TrimSpace(id)})
+		case len(out) == 0:
+			return nil, fmt.Errorf("%s:%d: a property before any storage", StoragePath, i+1)
+		default:
+			k, v, _ := strings.Cut(t, " ")
+			s := &out[len(out)-1]
+			v = strings.TrimSpace(v)
+			switch k {
+			case "path":
+				s.Path = v
+			case "content":
+				s.Content = strings.Split(v, ",")
+			case "nodes":
+				s.Nodes = strings.Split(v, ",")
+			case "disable":
+				s.Disabled = v != "0"
+			}
+		}
+	}
+	for i := range out {
+		if prefix, ok := snippetTypes[out[i].Type]; ok && out[i].Path == "" && prefix != "" {
+			out[i].Path = prefix + out[i].ID
+		}
+	}
+	return out, nil
+}
+
+// SnippetsDir returns where a storage keeps snippets, and whether it can hold them on
+// node: a file-based type, enabled, on that node, with snippets in its content
+// (Proxmox's GUI and pvesm only offer such storages).
+func (s Storage) SnippetsDir(node string) (string, bool) {
+	if _, ok := snippetTypes[s.Type]; !ok || s.Disabled || s.Path == "" || !slices.Contains(s.Content, "snippets") {
+		return "", false
+	}
+	if len(s.Nodes) > 0 && !slices.Contains(s.Nodes, node) {
+		return "", false
+	}
+	return s.Path + "/snippets", true
+}
