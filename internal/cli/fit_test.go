@@ -211,3 +211,25 @@ func TestPlanModel(t *testing.T) {
 		t.Errorf("negative context: %v", err)
 	}
 }
+
+// pve sync says the same of the split's models as plan, in its text and its JSON.
+func TestPVESyncModel(t *testing.T) {
+	dir := t.TempDir()
+	abs, _ := filepath.Abs(referenceModel)
+	with := strings.Replace(docs.SplitTOML, `model = "/tank/models/Qwen3.5-397B-A17B-NVFP4"`, `model = "`+abs+`"`, 1)
+	os.WriteFile(filepath.Join(dir, "with.toml"), []byte(with), 0o644)
+	out, _, _ := run(t, "--demo", "pve", "sync", "--config", filepath.Join(dir, "with.toml"))
+	if want := `model of group "inference" (container 129) after the split: ` + abs + ` on 4 GPUs: tight as TP2×PP2`; !strings.Contains(out, want) {
+		t.Errorf("no %q in\n%s", want, out)
+	}
+	js, _, _ := run(t, "--demo", "pve", "sync", "--config", filepath.Join(dir, "with.toml"), "-o", "json")
+	var doc struct {
+		Models []planModelJSON `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Models) != 1 || doc.Models[0].Recommended != "TP2×PP2" {
+		t.Errorf("%v %+v\n%s", err, doc.Models, js)
+	}
+	if out, _, _ := run(t, "--demo", "pve", "sync", "--vfio", "numa:1"); strings.Contains(out, "model of") {
+		t.Errorf("--vfio names no model:\n%s", out)
+	}
+}

@@ -167,7 +167,7 @@ previous version under ` + pve.BackupDir + `.`,
 			if err != nil {
 				return err
 			}
-			return syncProxmox(g, pl, pve.SyncOptions{VMMapping: vmMapping}, syncMode{apply: apply, force: force, command: "pve sync --apply"})
+			return syncProxmox(g, pl, pve.SyncOptions{VMMapping: vmMapping}, syncMode{apply: apply, force: force, command: "pve sync --apply", models: splitModels(g, pl, &d)})
 		},
 	}
 	d.register(cmd)
@@ -188,6 +188,9 @@ type syncDoc struct {
 	Notes    []string         `json:"notes"`
 	Problems []string         `json:"problems"`
 	Files    []pve.FileResult `json:"files"`
+	// Models says, for the groups of split.toml that name a model, whether it still
+	// fits on what the guest keeps (as plan says it); absent without one.
+	Models []planModelJSON `json:"models,omitempty"`
 }
 
 type changeJSON struct {
@@ -202,6 +205,7 @@ type changeJSON struct {
 type syncMode struct {
 	apply, force bool
 	command      string
+	models       []planModelJSON // pve sync's: the split's models and whether they fit
 }
 
 // errSyncStops ends a dry run that found reasons --apply would stop.
@@ -265,6 +269,7 @@ func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, mode syncMode) erro
 	if doc == nil {
 		return err
 	}
+	doc.Models = mode.models
 	if g.json() {
 		if jerr := g.writeJSON(doc); jerr != nil {
 			return jerr
@@ -272,6 +277,7 @@ func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, mode syncMode) erro
 		return err
 	}
 	printSync(g, pl, doc, mode)
+	writeSplitModels(g.stdout, mode.models)
 	return err
 }
 
