@@ -425,7 +425,7 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 			doc.Sets = append(doc.Sets, js)
 			continue
 		}
-		gpus, err := fit.Memory(s.gpus, memOverride)
+		gpus, err := fit.Memory(s.gpus, memOverride, measuredMemory())
 		if err != nil {
 			return nil, err
 		}
@@ -764,7 +764,7 @@ func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
 			j.Context = m.MaxContext
 		}
 		kv, _ := fit.ParseKVDType("auto", m)
-		fg, err := fit.Memory(gpus, 0)
+		fg, err := fit.Memory(gpus, 0, measuredMemory())
 		if err != nil {
 			fail(err)
 			continue
@@ -856,4 +856,26 @@ func guestIDs(names []string) []int {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// measuredMemory is each GPU's memory as the CUDA driver reports it, by address, where
+// this is the CUDA build and a driver runs: the GPUs on nvidia. Elsewhere (the static
+// build, no driver, GPUs on vfio-pci) it is empty and the table of GPUs serves.
+var measuredMemory = func() map[pci.Address]int64 {
+	out := map[pci.Address]int64{}
+	d, err := openCUDA()
+	if err != nil {
+		return out
+	}
+	defer d.Close()
+	gpus, err := d.GPUs()
+	if err != nil {
+		return out
+	}
+	for _, gp := range gpus {
+		if a, err := pci.ParseAddress(gp.Address); err == nil && gp.Memory > 0 {
+			out[a] = gp.Memory
+		}
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"github.com/gpusplit/gpusplit/internal/p2p"
+	"github.com/gpusplit/gpusplit/internal/testutils/p2ptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,4 +234,21 @@ func TestPVESyncModel(t *testing.T) {
 	if out, _, _ := run(t, "--demo", "pve", "sync", "--vfio", "numa:1"); strings.Contains(out, "model of") {
 		t.Errorf("--vfio names no model:\n%s", out)
 	}
+}
+
+// With the CUDA build and a driver, the memory of the GPUs it drives is what the driver
+// reports (cuDeviceTotalMem), before the table.
+func TestFitMeasuredMemory(t *testing.T) {
+	withDriver(t, sampleGPUs{p2ptest.New(1)}, nil)
+	js := mustRun(t, "--demo", "fit", "--model", referenceModel, "-o", "json")
+	if !strings.Contains(js, "the CUDA driver (cuDeviceTotalMem)") {
+		t.Errorf("the driver's figure is not used:\n%.3000s", js)
+	}
+}
+
+// sampleGPUs is the fake driver with one GPU at the sample host's 0000:01:00.0.
+type sampleGPUs struct{ *p2ptest.Fake }
+
+func (s sampleGPUs) GPUs() ([]p2p.GPU, error) {
+	return []p2p.GPU{{Index: 0, Name: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", Address: "0000:01:00.0", SM: 120, Memory: 95 << 30}}, nil
 }

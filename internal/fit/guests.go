@@ -170,10 +170,10 @@ func vendorDriver(inv *inventory.Inventory, a pci.Address) string {
 	return ""
 }
 
-// Memory gives each GPU its memory: override when above 0 (--gpu-memory), else the
-// table's figure by PCI id. A GPU the table does not know is an error that says how to go
-// on.
-func Memory(gpus []inventory.GPU, override int64) ([]GPU, error) {
+// Memory gives each GPU its memory: override when above 0 (--gpu-memory), else what the
+// CUDA driver measured of it (measured, by address: the GPUs it drives), else the
+// table's figure by PCI id. A GPU none of them knows is an error that says how to go on.
+func Memory(gpus []inventory.GPU, override int64, measured map[pci.Address]int64) ([]GPU, error) {
 	var out []GPU
 	for _, g := range gpus {
 		x := GPU{Address: g.Address, Name: g.DeviceName, NUMANode: g.NUMANode}
@@ -183,6 +183,11 @@ func Memory(gpus []inventory.GPU, override int64) ([]GPU, error) {
 		switch k, ok := Lookup(g.VendorID, g.DeviceID); {
 		case override > 0:
 			x.Memory, x.MemoryFrom = override, "--gpu-memory"
+		case measured[g.Address] > 0:
+			x.Memory, x.MemoryFrom = measured[g.Address], "the CUDA driver (cuDeviceTotalMem)"
+			if ok {
+				x.Name = k.Name
+			}
 		case ok:
 			x.Memory, x.MemoryFrom = k.Bytes, k.Describe()
 			x.Name = k.Name

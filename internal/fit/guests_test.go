@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/docs"
 	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
@@ -79,11 +80,16 @@ func TestGuests(t *testing.T) {
 	if _, err := ContainerGPUs(h, inv, 999); err == nil {
 		t.Error("container 999 does not exist")
 	}
-	gpus, err := Memory(ct, 0)
+	gpus, err := Memory(ct, 0, nil)
 	if err != nil || gpus[0].Memory != 97887*MiB || gpus[0].Name != "RTX PRO 6000 Blackwell Workstation Edition" {
 		t.Errorf("memory %+v, %v", gpus[0], err)
 	}
-	if gpus, _ := Memory(ct, 80*GiB); gpus[0].Memory != 80*GiB || gpus[0].MemoryFrom != "--gpu-memory" {
+	// What the CUDA driver measured comes before the table, and --gpu-memory before both.
+	measured := map[pci.Address]int64{ct[0].Address: 95 * GiB}
+	if gpus, _ := Memory(ct, 0, measured); gpus[0].Memory != 95*GiB || gpus[0].MemoryFrom != "the CUDA driver (cuDeviceTotalMem)" || gpus[1].Memory == 95*GiB {
+		t.Errorf("measured: %+v", gpus)
+	}
+	if gpus, _ := Memory(ct, 80*GiB, measured); gpus[0].Memory != 80*GiB || gpus[0].MemoryFrom != "--gpu-memory" {
 		t.Errorf("override %+v", gpus[0])
 	}
 }
