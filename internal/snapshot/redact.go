@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"encoding/json"
 	"path"
 	"regexp"
 	"strings"
@@ -35,7 +36,8 @@ func (r *Redaction) empty() bool { return len(r.LeftOut) == 0 && len(r.Replaced)
 var guestKeys = map[string]bool{
 	"arch": true, "args": true, "bios": true, "cores": true, "hookscript": true, "lock": true,
 	"machine": true, "memory": true, "numa": true, "ostype": true, "sockets": true,
-	"lxc.cgroup2.devices.allow": true, "lxc.mount.entry": true,
+	"template": true, "vga": true,
+	"lxc.cgroup2.devices.allow": true, "lxc.cgroup.devices.allow": true, "lxc.mount.entry": true,
 }
 
 // numberedKeys are the keys that come as prefix<N>.
@@ -226,4 +228,54 @@ func programName(argv0 string) string {
 		return ""
 	}
 	return word
+}
+
+// storageKeys are the properties of storage.cfg that gpusplit reads (where a storage
+// keeps snippets); the rest (servers, exports, user names, fingerprints) stays out.
+var storageKeys = map[string]bool{"path": true, "content": true, "nodes": true, "disable": true}
+
+// reduceStorage keeps of storage.cfg its section headers and the properties gpusplit
+// reads.
+func reduceStorage(file string, data []byte) ([]byte, Redaction) {
+	r := Redaction{File: file, LeftOut: map[string]int{}, Replaced: map[string]int{}}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || (line[0] != ' ' && line[0] != '\t' && !strings.HasPrefix(t, "#")) {
+			out.WriteString(line)
+			continue
+		}
+		k, _, _ := strings.Cut(t, " ")
+		if strings.HasPrefix(t, "#") || !storageKeys[k] {
+			r.LeftOut[k]++
+			continue
+		}
+		out.WriteString(line)
+	}
+	return []byte(out.String()), r
+}
+
+// reduceMembers keeps of /etc/pve/.members all but the nodes' addresses.
+func reduceMembers(file string, data []byte) ([]byte, Redaction) {
+	r := Redaction{File: file, LeftOut: map[string]int{}, Replaced: map[string]int{}}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		r.LeftOut["(not JSON)"]++
+		return nil, r
+	}
+	if nodes, ok := doc["nodelist"].(map[string]any); ok {
+		for _, n := range nodes {
+			if m, ok := n.(map[string]any); ok {
+				if _, had := m["ip"]; had {
+					delete(m, "ip")
+					r.LeftOut["ip"]++
+				}
+			}
+		}
+	}
+	b, err := json.MarshalIndent(doc, "", "\t")
+	if err != nil {
+		return nil, r
+	}
+	return append(b, '\n'), r
 }

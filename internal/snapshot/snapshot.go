@@ -344,6 +344,23 @@ func (c *capture) etc() {
 		}
 	})
 	c.file("/run/qemu-server/pci-id-reservations")
+	// What pve cluster and pve hook read of the cluster, reduced to that.
+	c.reduced(pve.MembersPath, reduceMembers)
+	c.reduced(pve.StoragePath, reduceStorage)
+	for _, f := range []string{pve.HAResourcesPath, pve.HARulesPath, pve.HAGroupsPath, pve.ReplicationPath} {
+		c.file(f)
+	}
+}
+
+// reduced captures a file through reduce, noting what it left out.
+func (c *capture) reduced(p string, reduce func(string, []byte) ([]byte, Redaction)) {
+	if b, ok := c.read(p); ok {
+		b, r := reduce(p, b)
+		c.note(r)
+		if b != nil {
+			c.put(p, b)
+		}
+	}
 }
 
 // only captures the file name of dir, and notes every other entry of dir as left out.

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
@@ -363,5 +364,48 @@ func TestCaptureFull(t *testing.T) {
 	}
 	if _, err := back.ReadFile("/etc/pve/nodes/kpro6/qemu-server/131.conf"); err != nil {
 		t.Errorf("the guest config was left out: %v", err)
+	}
+}
+
+// A snapshot of the sample host shows the cluster as the host does: pve cluster finds
+// the same problems on it, from .members without the nodes' addresses, the HA and
+// replication files, and guest configs that keep template; storage.cfg keeps where
+// snippets go and nothing else.
+func TestSnapshotKeepsTheCluster(t *testing.T) {
+	demo, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := snap(t, demo)
+	snapHost, err := host.OpenArchive("snap", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := pve.ReadCluster(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pve.ReadCluster(snapHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(c *pve.Cluster) []string {
+		var out []string
+		for _, p := range c.Problems {
+			out = append(out, p.Kind+": "+p.Message)
+		}
+		return out
+	}
+	if !slices.Equal(kinds(got), kinds(want)) || len(want.Problems) == 0 {
+		t.Errorf("problems on the snapshot:\n%s\non the host:\n%s", strings.Join(kinds(got), "\n"), strings.Join(kinds(want), "\n"))
+	}
+	members, err := snapHost.ReadString(pve.MembersPath)
+	if err != nil || strings.Contains(members, `"ip"`) || !strings.Contains(members, `"kpro7"`) {
+		t.Errorf(".members in the snapshot: %v\n%s", err, members)
+	}
+	storage := "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup,snippets\n\npbs: backup\n\tserver 10.0.0.9\n\tusername root@pam\n\tfingerprint aa:bb\n\tdatastore main\n\tcontent backup\n"
+	b, r := reduceStorage(pve.StoragePath, []byte(storage))
+	if want := "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup,snippets\n\npbs: backup\n\tcontent backup\n"; string(b) != want || r.LeftOut["username"] != 1 || r.LeftOut["fingerprint"] != 1 {
+		t.Errorf("storage.cfg reduced to\n%q\nwant\n%q (%+v)", b, want, r)
 	}
 }
