@@ -150,7 +150,7 @@ var contractCases = map[string][]contractCase{
 	"gpusplit hook": {
 		{name: "a phase with nothing to do", args: fixed("--demo", "131", "post-start")},
 		{name: "a container whose GPUs are on nvidia", args: fixed("--demo", "129", "pre-start")},
-		{name: "refused: the GPUs are held", args: fixed("--demo", "131", "pre-start"), code: 1},
+		{name: "refused on a copy of a host", args: fixed("--demo", "131", "pre-start"), code: 1},
 	},
 	"gpusplit pve hook install": {
 		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {

@@ -211,6 +211,12 @@ func (hk *hooker) vmStart() error {
 		}
 		return nil
 	}
+	// The kernel first: on a copy of a host (--root, --demo) nothing may happen, least
+	// of all to this machine's own services.
+	k, err := openKernel(h)
+	if err != nil {
+		return fmt.Errorf("VM %d start refused: nothing was changed: %w", hk.vmid, err)
+	}
 	// nvidia-persistenced holds every GPU on nvidia: stopped while they leave, started
 	// again on every way out so that the GPUs left on nvidia keep it.
 	if fromNvidia(p) && services.running(h, persistenced) {
@@ -225,10 +231,6 @@ func (hk *hooker) vmStart() error {
 		if p, err = plan.Make(inv, d); err != nil {
 			return fmt.Errorf("VM %d start refused: %w", hk.vmid, err)
 		}
-	}
-	k, err := openKernel(h)
-	if err != nil {
-		return fmt.Errorf("VM %d start refused: nothing was changed: %w", hk.vmid, err)
 	}
 	if err := bind.Check(k, p); err != nil {
 		return fmt.Errorf("VM %d start refused: %w", hk.vmid, explainHeld(err))

@@ -225,3 +225,20 @@ func TestHookRefusesBadInput(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// On a copy of a host (--demo, --root) the hook changes nothing, least of all this
+// machine's services: the sample host's nvidia-persistenced is not this machine's.
+func TestHookOnACopyTouchesNothing(t *testing.T) {
+	root, _ := hookRoot(t, "48213") // the GPUs free but for nvidia-persistenced
+	calls := fakeServices(t, root)
+	_, _, err := run(t, "--root", root, "hook", "131", "pre-start")
+	if err == nil || !strings.Contains(err.Error(), "VM 131 start refused: nothing was changed") {
+		t.Errorf("on a directory: err = %v", err)
+	}
+	if _, _, err := run(t, "--demo", "hook", "131", "pre-start"); err == nil || !strings.Contains(err.Error(), "a snapshot cannot be changed") {
+		t.Errorf("on the demo: err = %v", err)
+	}
+	if len(*calls) > 0 {
+		t.Errorf("services touched: %v", *calls)
+	}
+}
