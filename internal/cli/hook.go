@@ -333,7 +333,7 @@ func (hk *hooker) ctStart() error {
 		}
 	}
 	var problems []string
-	for _, k := range sortedKeys(g.Numbered("dev")) {
+	for _, k := range g.NumberedInOrder("dev") {
 		path, _, _ := strings.Cut(k.Value, ",")
 		n, ok := strings.CutPrefix(path, "/dev/nvidia")
 		minor, err := strconv.Atoi(n)
@@ -355,19 +355,6 @@ func (hk *hooker) ctStart() error {
 		return fmt.Errorf("container %d start refused:\n  %s", hk.vmid, strings.Join(problems, "\n  "))
 	}
 	return nil
-}
-
-func sortedKeys(m map[int]pve.Key) []pve.Key {
-	var ids []int
-	for i := range m {
-		ids = append(ids, i)
-	}
-	slices.Sort(ids)
-	var out []pve.Key
-	for _, i := range ids {
-		out = append(out, m[i])
-	}
-	return out
 }
 
 func (hk *hooker) inventory() (*inventory.Inventory, error) {

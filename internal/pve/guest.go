@@ -2,6 +2,7 @@ package pve
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -175,6 +176,16 @@ func (g *Guest) Numbered(prefix string) map[int]Key {
 			i, _ := strconv.Atoi(n)
 			out[i] = k
 		}
+	}
+	return out
+}
+
+// NumberedInOrder returns the keys prefix<N> of the main section in the order of N.
+func (g *Guest) NumberedInOrder(prefix string) []Key {
+	m := g.Numbered(prefix)
+	out := make([]Key, 0, len(m))
+	for _, i := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[i])
 	}
 	return out
 }

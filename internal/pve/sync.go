@@ -340,7 +340,7 @@ func (s *syncer) entry(a pci.Address, old MapEntry) MapEntry {
 		e.IOMMUGroup = strconv.Itoa(g.IOMMUGroup)
 	}
 	if old.raw != "" && old.ID == e.ID && old.SubsystemID == e.SubsystemID && old.IOMMUGroup == e.IOMMUGroup && old.Node == e.Node {
-		e.raw = old.raw // unchanged: keep it byte for byte
+		e.raw = old.raw // unchanged: String shows it as written; SetNodeMaps writes every entry from its fields, in the GUI's key order
 	}
 	return e
 }

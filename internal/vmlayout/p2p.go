@@ -214,16 +214,9 @@ func SetLayoutClique(g *pve.Guest, n int) ([]string, error) {
 	args, _ := g.Get("args")
 	fields := strings.Fields(args)
 	var set []string
-	for i, f := range fields {
-		if i == 0 || fields[i-1] != "-device" || !strings.HasPrefix(f, "vfio-pci,") {
-			continue
-		}
-		id := propOf(f, "id")
-		if !strings.HasPrefix(id, IDPrefix+"hostpci") || (strings.Contains(id, ".") && !strings.HasSuffix(id, ".0")) {
-			continue
-		}
-		fields[i] = cliqueProp.ReplaceAllString(f, "") + fmt.Sprintf(",x-nv-gpudirect-clique=%d", n)
-		set = append(set, id)
+	for _, i := range layoutGPUs(fields) {
+		fields[i] = cliqueProp.ReplaceAllString(fields[i], "") + fmt.Sprintf(",x-nv-gpudirect-clique=%d", n)
+		set = append(set, propOf(fields[i], "id"))
 	}
 	if len(set) < 2 {
 		return nil, errors.New("the layout holds fewer than two GPUs: a clique is for peer access between GPUs")
@@ -239,17 +232,30 @@ func LaidOut(g *pve.Guest) *Manifest {
 	m := &Manifest{VMID: g.ID, Devices: []Device{}}
 	args, _ := g.Get("args")
 	fields := strings.Fields(args)
-	for i, f := range fields {
-		id := propOf(f, "id")
-		if i == 0 || fields[i-1] != "-device" || !strings.HasPrefix(f, "vfio-pci,") || !strings.HasPrefix(id, IDPrefix+"hostpci") ||
-			(strings.Contains(id, ".") && !strings.HasSuffix(id, ".0")) {
-			continue
-		}
-		if a, err := pci.ParseAddress(propOf(f, "host")); err == nil {
+	for _, i := range layoutGPUs(fields) {
+		id := propOf(fields[i], "id")
+		if a, err := pci.ParseAddress(propOf(fields[i], "host")); err == nil {
 			m.Devices = append(m.Devices, Device{Hostpci: strings.TrimPrefix(strings.TrimSuffix(id, ".0"), IDPrefix), HostAddress: a, Class: "0x030000"})
 		}
 	}
 	return m
+}
+
+// layoutGPUs returns the indexes, in an args line split into fields, of vm-layout's
+// vfio-pci devices that are an entry's first function (gpusplit-hostpciN.0, or
+// gpusplit-hostpciN of a single function): the GPUs.
+func layoutGPUs(fields []string) []int {
+	var out []int
+	for i, f := range fields {
+		if i == 0 || fields[i-1] != "-device" || !strings.HasPrefix(f, "vfio-pci,") {
+			continue
+		}
+		id := propOf(f, "id")
+		if strings.HasPrefix(id, IDPrefix+"hostpci") && (!strings.Contains(id, ".") || strings.HasSuffix(id, ".0")) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // propOf returns a property of a -device value: "id" of "vfio-pci,host=…,id=x".

@@ -95,3 +95,24 @@ func TestSetClique(t *testing.T) {
 		})
 	}
 }
+
+// LaidOut finds the GPUs of vm-layout's devices: each entry's first function by its host
+// address, neither its other functions nor devices of anyone else.
+func TestLaidOut(t *testing.T) {
+	g, err := pve.ParseGuest("141.conf", pve.QEMU, 141, "args: -global q35-pcihost.pci-hole64-size=2048G "+
+		"-device vfio-pci,host=0000:81:00.0,id=gpusplit-hostpci0.0,bus=gpusplit-rp0,addr=0x0.0,multifunction=on "+
+		"-device vfio-pci,host=0000:81:00.1,id=gpusplit-hostpci0.1,bus=gpusplit-rp0,addr=0x0.1 "+
+		"-device vfio-pci,host=0000:91:00.0,id=gpusplit-hostpci1,bus=gpusplit-rp1,addr=0x0 "+
+		"-device vfio-pci,host=0000:e1:00.0,id=mine,bus=pcie.0\nmachine: q35\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := LaidOut(g)
+	var got []string
+	for _, d := range m.Devices {
+		got = append(got, d.Hostpci+"="+d.HostAddress.String())
+	}
+	if want := "hostpci0=0000:81:00.0 hostpci1=0000:91:00.0"; strings.Join(got, " ") != want {
+		t.Errorf("got %v, want %s", got, want)
+	}
+}

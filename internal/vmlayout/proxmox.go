@@ -551,7 +551,7 @@ func (p *predictor) choose(key string, alts [][]pci.Address) ([]pci.Address, str
 func guestNUMA(g *pve.Guest, devs []Device, notes []string) ([]GuestNode, []string) {
 	out := []GuestNode{}
 	numaOn, _ := g.Get("numa")
-	for _, k := range sortedKeys(g.Numbered("numa")) {
+	for _, k := range g.NumberedInOrder("numa") {
 		v := pve.PropertyString(k.Value, "")
 		hn, err := strconv.Atoi(v["hostnodes"])
 		if err != nil {
@@ -578,17 +578,4 @@ func guestNUMA(g *pve.Guest, devs []Device, notes []string) ([]GuestNode, []stri
 		notes = append(notes, fmt.Sprintf("VM %d's GPUs are on host NUMA nodes %v, but %s: the guest's CPUs and memory are not placed near them (gpusplit pve sync binds them)", g.ID, missing, why))
 	}
 	return out, notes
-}
-
-func sortedKeys(m map[int]pve.Key) []pve.Key {
-	var ids []int
-	for i := range m {
-		ids = append(ids, i)
-	}
-	slices.Sort(ids)
-	var out []pve.Key
-	for _, i := range ids {
-		out = append(out, m[i])
-	}
-	return out
 }
