@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
 // desiredFlags are the flags that say what the split should be: plan, apply and status
@@ -22,6 +24,8 @@ type desiredFlags struct {
 	vfio        []string
 	config      string
 	allowShared bool
+	// atRest plans the pools as at boot, when no VM holds them: persist's view.
+	atRest bool
 }
 
 func (d *desiredFlags) register(cmd *cobra.Command) {
@@ -63,6 +67,12 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 		}
 		if desired, err = file.Desired(); err != nil {
 			return plan.Desired{}, nil, err
+		}
+		if len(file.Pools) > 0 && !d.atRest {
+			// A pool's GPU that a running VM holds belongs on vfio-pci until it stops.
+			if desired.Holding, err = vmlayout.Reservations(h, time.Now()); err != nil {
+				return plan.Desired{}, nil, fmt.Errorf("which VMs hold the pools' GPUs: %w", err)
+			}
 		}
 		if devices == "" {
 			devices = file.Devices

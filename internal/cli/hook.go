@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -49,10 +50,16 @@ var services = struct {
 	running func(h *host.Host, unit string) bool
 	stop    func(unit string) error
 	start   func(unit string) error
+	// deviceNode makes /dev/nvidiaN for a GPU the driver gave minor N: the driver makes
+	// no nodes itself, and pve-container refuses a devN entry whose node is missing.
+	deviceNode func(minor int) error
 }{
 	running: func(h *host.Host, unit string) bool { return processRunning(h, unit) },
 	stop:    func(unit string) error { return exec.Command("systemctl", "stop", unit).Run() },
 	start:   func(unit string) error { return exec.Command("systemctl", "start", unit).Run() },
+	deviceNode: func(minor int) error {
+		return exec.Command("nvidia-modprobe", "-c", strconv.Itoa(minor)).Run()
+	},
 }
 
 func newHook(g *globals) *cobra.Command {
@@ -274,10 +281,23 @@ func (hk *hooker) vmStop() error {
 	if err != nil {
 		return err
 	}
+	// A pool's devices go to the pool's resting driver, the others back to the drivers
+	// they had before the start.
+	ss, err := hk.split(reserved)
+	if err != nil {
+		return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", hk.vmid, err)
+	}
 	var todo []bind.Prior
+	toPool := &plan.Plan{}
 	for _, d := range j.Devices {
 		if vm, ok := reserved[d.Device]; ok && vm != hk.vmid {
 			hk.say("%s stays on vfio-pci: VM %d holds it now", d.Device, vm)
+			continue
+		}
+		if mv, ok := ss.poolMove(d.Device); ok {
+			if !mv.Done() {
+				toPool.Moves = append(toPool.Moves, mv)
+			}
 			continue
 		}
 		drv, _ := k.Driver(d.Device)
@@ -286,29 +306,185 @@ func (hk *hooker) vmStop() error {
 			todo = append(todo, d)
 		}
 	}
-	if len(todo) == 0 {
+	if len(todo) == 0 && toPool.Empty() {
 		hk.say("every device of its start is back on its driver")
+		if err := hk.followMinors(ss, j); err != nil {
+			return err
+		}
 		return hk.removeJournal()
 	}
+	// Every check before the first write: the journal still true of the host, nothing
+	// holding a device, the pool's moves allowed.
 	scope := bind.Scope{Movable: movable(inv)}
-	if _, err := bind.CheckJournal(h, k, j, scope); err != nil {
-		return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", hk.vmid, err)
+	if len(todo) > 0 {
+		if _, err := bind.CheckJournal(h, k, j, scope); err != nil {
+			return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", hk.vmid, err)
+		}
+		if held := heldDevices(inv, todo); len(held) > 0 {
+			return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", hk.vmid, explainHeld(&bind.HeldError{Held: held}))
+		}
 	}
-	if held := heldDevices(inv, todo); len(held) > 0 {
-		return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", hk.vmid, explainHeld(&bind.HeldError{Held: held}))
+	if err := bind.Check(k, toPool); err != nil {
+		return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", hk.vmid, explainHeld(err))
 	}
-	part := *j
-	part.Devices = todo
 	opts := hk.c.options(hk.g)
 	opts.Progress = hk.progress
-	res, err := bind.Rollback(context.Background(), h, k, &part, scope, nil, opts)
-	if err != nil {
-		return fmt.Errorf("giving VM %d's devices back: %w", hk.vmid, explainFailure(err, res))
+	if len(todo) > 0 {
+		part := *j
+		part.Devices = todo
+		res, err := bind.Rollback(context.Background(), h, k, &part, scope, nil, opts)
+		if err != nil {
+			return fmt.Errorf("giving VM %d's devices back: %w", hk.vmid, explainFailure(err, res))
+		}
 	}
-	if slices.ContainsFunc(todo, func(d bind.Prior) bool { return d.Driver == "nvidia" }) && !services.running(h, persistenced) && hk.persistencedInstalled() {
+	if !toPool.Empty() {
+		res, err := bind.Apply(context.Background(), h, k, toPool, opts)
+		if err != nil {
+			return fmt.Errorf("giving VM %d's devices back to their pool: %w", hk.vmid, explainFailure(explainHeld(err), res))
+		}
+	}
+	toNvidia := slices.ContainsFunc(todo, func(d bind.Prior) bool { return d.Driver == "nvidia" }) ||
+		slices.ContainsFunc(toPool.Moves, func(m plan.Move) bool { return m.To == "nvidia" })
+	if toNvidia && !services.running(h, persistenced) && hk.persistencedInstalled() {
 		hk.startPersistenced()
 	}
+	if err := hk.followMinors(ss, j); err != nil {
+		return err
+	}
 	return hk.removeJournal()
+}
+
+// splitState is split.toml planned on the host as it is, for a hook: nil where the host
+// has none.
+type splitState struct {
+	desired plan.Desired
+	pool    map[pci.Address]plan.Move // the pools' devices and where they belong
+}
+
+// split plans split.toml with the reservations of the running VMs, this guest's own
+// left out: it is stopping, or starting and not yet holding anything.
+func (hk *hooker) split(reserved map[pci.Address]int) (*splitState, error) {
+	if !hk.h.Exists(plan.DefaultConfig) {
+		return nil, nil
+	}
+	var d desiredFlags
+	desired, inv, err := d.load(hk.g, hk.h)
+	if err != nil {
+		return nil, err
+	}
+	desired.Holding = map[pci.Address]int{}
+	for a, vm := range reserved {
+		if vm != hk.vmid {
+			desired.Holding[a] = vm
+		}
+	}
+	p, err := plan.Make(inv, desired)
+	if err != nil {
+		return nil, err
+	}
+	ss := &splitState{desired: desired, pool: map[pci.Address]plan.Move{}}
+	isPool := map[string]bool{}
+	for _, t := range desired.Targets {
+		isPool[t.Name] = t.Pool
+	}
+	for _, m := range append(slices.Clone(p.Moves), p.InPlace...) {
+		if isPool[m.Target] {
+			ss.pool[m.Device] = m
+		}
+	}
+	return ss, nil
+}
+
+// poolMove is where a pool's device belongs; false for a device of no pool.
+func (ss *splitState) poolMove(a pci.Address) (plan.Move, bool) {
+	if ss == nil {
+		return plan.Move{}, false
+	}
+	m, ok := ss.pool[a]
+	return m, ok
+}
+
+// followMinors makes split.toml's containers ready for the GPUs of the journal that came
+// back to nvidia: each has its /dev/nvidiaN node, and the containers of their groups and
+// pools have devN entries that follow the minors the driver gave, which need not be the
+// ones the GPUs had (the driver gives each GPU it binds the lowest free minor), written
+// as pve sync writes them.
+func (hk *hooker) followMinors(ss *splitState, j *bind.Journal) error {
+	if ss == nil {
+		return nil
+	}
+	inv, err := hk.inventory()
+	if err != nil {
+		return err
+	}
+	back := map[pci.Address]bool{}
+	for _, d := range j.Devices {
+		if m, ok := ss.poolMove(d.Device); ok && m.To == plan.VFIO {
+			continue
+		}
+		if _, ok := ss.desired.Holding[d.Device]; !ok {
+			back[d.Device] = true
+		}
+	}
+	p, err := plan.Make(inv, ss.desired)
+	if err != nil {
+		return err
+	}
+	cts := map[int]bool{}
+	for _, gp := range inv.GPUs {
+		if !back[gp.Address] || gp.Driver != "nvidia" {
+			continue
+		}
+		if gp.Minor < 0 {
+			hk.say("%s is on nvidia without a minor number the driver reports: its containers are left as they are", gp.Address)
+			continue
+		}
+		node := fmt.Sprintf("/dev/nvidia%d", gp.Minor)
+		if !hk.h.Exists(node) {
+			if err := services.deviceNode(gp.Minor); err != nil {
+				return fmt.Errorf("%s is back on nvidia as minor %d, but %s could not be made (%v): run nvidia-modprobe -c %d, or the containers that use it cannot start", gp.Address, gp.Minor, node, err, gp.Minor)
+			}
+			hk.say("%s: made %s", gp.Address, node)
+		}
+		for _, m := range append(slices.Clone(p.Moves), p.InPlace...) {
+			if m.Device != gp.Address {
+				continue
+			}
+			for _, t := range ss.desired.Targets {
+				if t.Name == m.Target {
+					for _, ct := range t.Containers {
+						cts[ct] = true
+					}
+				}
+			}
+		}
+	}
+	if len(cts) == 0 {
+		return nil
+	}
+	changes, _, err := pve.Sync(hk.h, inv, p, ss.desired, pve.SyncOptions{})
+	if err != nil {
+		return fmt.Errorf("the GPUs are back, but the containers' devN entries could not be worked out: %w; run gpusplit pve sync --apply", err)
+	}
+	var edits []pve.Edit
+	for _, c := range changes {
+		if c.Guest != nil && c.Guest.Kind == pve.LXC && cts[c.Guest.ID] && c.Old != c.New {
+			edits = append(edits, pve.Edit{Path: c.Path, Old: c.Old, New: c.New})
+		}
+	}
+	if len(edits) == 0 {
+		hk.say("the containers of its GPUs already pass their device nodes")
+		return nil
+	}
+	w := &pve.Writer{H: hk.h, Command: fmt.Sprintf("hook %d post-stop", hk.vmid)}
+	res, err := w.Commit(edits)
+	for _, r := range res {
+		hk.say("%s: %s", r.Path, r.Outcome)
+	}
+	if err != nil {
+		return fmt.Errorf("the GPUs are back on nvidia, but the containers' devN entries were not changed: %w; run gpusplit pve sync --apply once it can", err)
+	}
+	return nil
 }
 
 // ctStart checks that a container's GPUs are on nvidia and that no running VM has them:
@@ -332,7 +508,26 @@ func (hk *hooker) ctStart() error {
 			byMinor[inv.GPUs[i].Minor] = &inv.GPUs[i]
 		}
 	}
+	// A container of a pool waits for the VMs that hold the pool's GPUs: its devN
+	// entries still name the minors those GPUs had.
 	var problems []string
+	ss, err := hk.split(reserved)
+	if err != nil {
+		return fmt.Errorf("container %d start refused: %w", hk.vmid, err)
+	}
+	if ss != nil {
+		for _, t := range ss.desired.Targets {
+			if !t.Pool || !slices.Contains(t.Containers, hk.vmid) {
+				continue
+			}
+			for _, a := range slices.SortedFunc(maps.Keys(ss.pool), pci.Address.Compare) {
+				if m := ss.pool[a]; m.Target == t.Name && m.Role == plan.RoleGPU && m.HeldBy != 0 {
+					problems = append(problems, fmt.Sprintf("pool %s: GPU %s is held by running VM %d; stop it first (qm stop %d)", t.Name, a, m.HeldBy, m.HeldBy))
+				}
+			}
+		}
+	}
+	waiting := len(problems) > 0
 	for _, k := range g.NumberedInOrder("dev") {
 		path, _, _ := strings.Cut(k.Value, ",")
 		n, ok := strings.CutPrefix(path, "/dev/nvidia")
@@ -342,7 +537,9 @@ func (hk *hooker) ctStart() error {
 		}
 		gp := byMinor[minor]
 		if gp == nil {
-			problems = append(problems, fmt.Sprintf("%s (%s): no GPU on nvidia has minor %d now", k.Name, path, minor))
+			if !waiting { // else the held GPUs are why
+				problems = append(problems, fmt.Sprintf("%s (%s): no GPU on nvidia has minor %d now", k.Name, path, minor))
+			}
 			continue
 		}
 		if vm, ok := reserved[gp.Address]; ok {

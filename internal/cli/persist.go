@@ -80,6 +80,9 @@ type bootFiles struct {
 
 // files computes the boot-time files for the desired state, and checks the binary.
 func (f *persistFlags) files(g *globals, h *host.Host) (*bootFiles, error) {
+	// The files are for the next boot, when no VM holds a pool: they pin its resting
+	// driver, whatever VM runs now.
+	f.atRest = true
 	desired, inv, err := f.load(g, h)
 	if err != nil {
 		return nil, err

@@ -75,6 +75,9 @@ type actionJSON struct {
 	From       string       `json:"from"`
 	To         string       `json:"to"`
 	Holders    []holderJSON `json:"holders"`
+	// HeldBy is the running VM that holds a pool's device, for which it belongs on
+	// vfio-pci; absent otherwise.
+	HeldBy int `json:"held_by,omitempty"`
 }
 
 func planJSON(root string, p *plan.Plan) planDoc {
@@ -83,6 +86,7 @@ func planJSON(root string, p *plan.Plan) planDoc {
 		a := actionJSON{
 			Device: m.Device.String(), Name: m.Name, Role: string(m.Role), GPU: m.GPU.String(), Group: m.Target,
 			IOMMUGroup: m.IOMMUGroup, NUMANode: m.NUMANode, From: m.From, To: m.To, Holders: holderDocs(m.Holders),
+			HeldBy: m.HeldBy,
 		}
 		return a
 	}

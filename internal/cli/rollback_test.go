@@ -26,6 +26,12 @@ type simKernel struct {
 	override map[pci.Address]string
 	natural  map[pci.Address]string
 	writes   []string
+	// With mirror, each binding is also written to the tree, as the kernel shows it:
+	// the driver link, driver_override, and the nvidia driver's information file with
+	// the minor it gives, the lowest free.
+	mirror bool
+	root   string
+	info   map[pci.Address]string // the information files as the tree had them
 }
 
 func newSimKernel(t *testing.T, h *host.Host) *simKernel {
@@ -72,14 +78,15 @@ func (k *simKernel) SetOverride(a pci.Address, driver string) error {
 	defer k.mu.Unlock()
 	k.writes = append(k.writes, fmt.Sprintf("override %s %q", a, driver))
 	k.override[a] = driver
-	return nil
+	return k.reflect(a, "override")
 }
 func (k *simKernel) Unbind(a pci.Address, driver string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.writes = append(k.writes, "unbind "+a.String())
+	was := k.driver[a]
 	k.driver[a] = ""
-	return nil
+	return k.reflect(a, was)
 }
 func (k *simKernel) Probe(a pci.Address) error {
 	k.mu.Lock()
@@ -92,9 +99,104 @@ func (k *simKernel) Probe(a pci.Address) error {
 		}
 		if want != "none" {
 			k.driver[a] = want
+			return k.reflect(a, "")
 		}
 	}
 	return nil
+}
+
+// mirrorTo makes k write its bindings to the tree at root (see mirror).
+func (k *simKernel) mirrorTo(t *testing.T, root string) {
+	t.Helper()
+	k.mirror, k.root, k.info = true, root, map[pci.Address]string{}
+	dir := filepath.Join(root, "proc/driver/nvidia/gpus")
+	names, _ := os.ReadDir(dir)
+	for _, n := range names {
+		a, err := pci.ParseAddress(n.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, n.Name(), "information"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.info[a] = string(b)
+	}
+}
+
+// reflect writes a's state to the tree: its driver_override, or, after a bind or an
+// unbind from was, its driver link and the nvidia driver's information file.
+func (k *simKernel) reflect(a pci.Address, was string) error {
+	if !k.mirror {
+		return nil
+	}
+	dev := filepath.Join(k.root, "sys/bus/pci/devices", a.String())
+	if was == "override" {
+		ov := k.override[a]
+		if ov == "" {
+			ov = "(null)"
+		}
+		return os.WriteFile(filepath.Join(dev, "driver_override"), []byte(ov+"\n"), 0o644)
+	}
+	info := filepath.Join(k.root, "proc/driver/nvidia/gpus", a.String())
+	if was != "" {
+		if err := os.Remove(filepath.Join(dev, "driver")); err != nil {
+			return err
+		}
+		if was == "nvidia" {
+			return os.RemoveAll(info)
+		}
+		return nil
+	}
+	drv := k.driver[a]
+	real, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(real, filepath.Join(k.root, "sys/bus/pci/drivers", drv))
+	if err != nil {
+		return err
+	}
+	if err := os.Symlink(rel, filepath.Join(dev, "driver")); err != nil {
+		return err
+	}
+	text, ok := k.info[a]
+	if drv != "nvidia" || !ok {
+		return nil
+	}
+	minor := k.freeMinor()
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "Device Minor:") {
+			lines[i] = fmt.Sprintf("Device Minor: \t %d", minor)
+		}
+	}
+	if err := os.MkdirAll(info, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(info, "information"), []byte(strings.Join(lines, "\n")), 0o644)
+}
+
+// freeMinor is the lowest minor no information file of the tree has.
+func (k *simKernel) freeMinor() int {
+	used := map[int]bool{}
+	dir := filepath.Join(k.root, "proc/driver/nvidia/gpus")
+	names, _ := os.ReadDir(dir)
+	for _, n := range names {
+		b, _ := os.ReadFile(filepath.Join(dir, n.Name(), "information"))
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Device Minor:"); ok {
+				var m int
+				fmt.Sscan(strings.TrimSpace(v), &m)
+				used[m] = true
+			}
+		}
+	}
+	n := 0
+	for used[n] {
+		n++
+	}
+	return n
 }
 func (k *simKernel) Loaded(string) bool               { return true }
 func (k *simKernel) Loadable(d string) (string, bool) { return d, true }

@@ -27,6 +27,7 @@ type File struct {
 	// SyncProxmox makes apply run pve sync after the rebinding succeeded.
 	SyncProxmox bool    `toml:"sync_proxmox"`
 	Groups      []Group `toml:"group"`
+	Pools       []Pool  `toml:"pool"`
 
 	// The file's name and text, for the line and column of what Check finds.
 	name string
@@ -46,6 +47,44 @@ type Group struct {
 	Model       string `toml:"model"`
 	Context     int    `toml:"context"`
 	Concurrency int    `toml:"concurrency"`
+}
+
+// Pool is one [[pool]] of split.toml: GPUs that rest on a driver (their vendor's by
+// default) for the containers, and go to vfio-pci while one of the VMs runs with them.
+type Pool struct {
+	Name       string   `toml:"name"`
+	Select     []string `toml:"select"`
+	Resting    string   `toml:"resting"`
+	Mapping    string   `toml:"mapping"`
+	Containers []int    `toml:"containers"`
+	VMs        []int    `toml:"vms"`
+}
+
+// table is what groups and pools have in common, for the checks they share: the array
+// of tables it is written in, its index there, and the key that names its driver.
+type table struct {
+	kind      string // "group" or "pool"
+	index     int
+	name      string
+	sel       []string
+	driverKey string
+	driver    string
+	mapping   string
+	cts, vms  []int
+}
+
+func (t table) what() string { return fmt.Sprintf("%s %q", t.kind, t.name) }
+
+// tables lists the groups, then the pools.
+func (f *File) tables() []table {
+	var out []table
+	for i, g := range f.Groups {
+		out = append(out, table{"group", i, g.Name, g.Select, "driver", g.Driver, g.Mapping, g.Containers, g.VMs})
+	}
+	for i, p := range f.Pools {
+		out = append(out, table{"pool", i, p.Name, p.Select, "resting", p.Resting, p.Mapping, p.Containers, p.VMs})
+	}
+	return out
 }
 
 // ConfigError is a mistake in a configuration file, with where it is.
@@ -75,7 +114,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 			e := sm.Errors[0]
 			line, col := e.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col,
-				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox, and in [[group]]: name, select, driver, mapping, containers, vms, model, context, concurrency)", strings.Join(e.Key(), "."))}
+				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox; in [[group]]: name, select, driver, mapping, containers, vms, model, context, concurrency; in [[pool]]: name, select, resting, mapping, containers, vms)", strings.Join(e.Key(), "."))}
 		case errors.As(err, &de):
 			line, col := de.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col, Msg: de.Error()}
@@ -94,54 +133,63 @@ func ParseFile(name string, data []byte) (*File, error) {
 			return nil, at(f.Devices, "devices: "+err.Error())
 		}
 	}
-	if len(f.Groups) == 0 {
-		return nil, &ConfigError{File: name, Msg: "no [[group]]: say which GPUs go to which driver"}
+	if len(f.Groups) == 0 && len(f.Pools) == 0 {
+		return nil, &ConfigError{File: name, Msg: "no [[group]] and no [[pool]]: say which GPUs go to which driver"}
 	}
 	f.name, f.data = name, data
-	names := map[string]bool{}
+	names := map[string]string{}
 	guests := map[int]string{} // container or VM, by id
-	for i, g := range f.Groups {
-		if g.Name == "" {
-			return nil, at("[[group]]", fmt.Sprintf("group %d has no name", i+1))
+	for _, t := range f.tables() {
+		if t.name == "" {
+			return nil, at("[["+t.kind+"]]", fmt.Sprintf("%s %d has no name", t.kind, t.index+1))
 		}
-		if names[g.Name] {
-			return nil, at(`"`+g.Name+`"`, fmt.Sprintf("two groups are named %q", g.Name))
+		if prev, ok := names[t.name]; ok {
+			return nil, at(`"`+t.name+`"`, fmt.Sprintf("a %s and a %s are both named %q", prev, t.kind, t.name))
 		}
-		names[g.Name] = true
-		if len(g.Select) == 0 {
-			return nil, at(`"`+g.Name+`"`, fmt.Sprintf("group %q has no select = [...]: say which GPUs it holds", g.Name))
+		names[t.name] = t.kind
+		if len(t.sel) == 0 {
+			return nil, at(`"`+t.name+`"`, fmt.Sprintf("%s has no select = [...]: say which GPUs it holds", t.what()))
 		}
-		for _, s := range g.Select {
+		for _, s := range t.sel {
 			if _, err := pci.ParseSelectors(s); err != nil {
-				return nil, at(`"`+s+`"`, fmt.Sprintf("group %q: %v", g.Name, err))
+				return nil, at(`"`+s+`"`, fmt.Sprintf("%s: %v", t.what(), err))
 			}
 		}
-		if g.Driver != Default && g.Driver != None {
-			if err := drivers.Valid(g.Driver); err != nil {
-				return nil, f.at(i, "driver", -1, fmt.Sprintf("group %q: %v", g.Name, err))
+		if t.kind == "pool" && (t.driver == VFIO || t.driver == None) {
+			return nil, f.at(t, "resting", -1, fmt.Sprintf("%s: resting = %q: a pool rests where its containers use it (its vendor's driver, or another host driver) and goes to vfio-pci only while a VM holds it; GPUs that always belong to VMs are a [[group]] with driver = \"vfio-pci\"", t.what(), t.driver))
+		}
+		if t.driver != Default && t.driver != None {
+			if err := drivers.Valid(t.driver); err != nil {
+				return nil, f.at(t, t.driverKey, -1, fmt.Sprintf("%s: %v", t.what(), err))
 			}
 		}
-		if g.Mapping != "" && !mappingID.MatchString(g.Mapping) {
-			return nil, f.at(i, "mapping", -1, fmt.Sprintf("group %q: mapping = %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_' (what pvesh create /cluster/mapping/pci --id accepts)", g.Name, g.Mapping))
+		if t.mapping != "" && !mappingID.MatchString(t.mapping) {
+			return nil, f.at(t, "mapping", -1, fmt.Sprintf("%s: mapping = %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_' (what pvesh create /cluster/mapping/pci --id accepts)", t.what(), t.mapping))
 		}
-		for _, x := range []struct {
-			key string
-			n   int
-		}{{"context", g.Context}, {"concurrency", g.Concurrency}} {
-			if x.n < 0 {
-				return nil, f.at(i, x.key, -1, fmt.Sprintf("group %q: %s = %d: a count of tokens or sequences, not negative", g.Name, x.key, x.n))
+		if t.kind == "pool" && len(t.vms) > 0 && t.mapping == "" {
+			return nil, f.at(t, "vms", -1, fmt.Sprintf("%s: its VMs take the GPUs through a mapping: give it mapping = \"NAME\" (pve sync writes it, and points the VMs' hostpci entries at it)", t.what()))
+		}
+		if t.kind == "group" {
+			g := f.Groups[t.index]
+			for _, x := range []struct {
+				key string
+				n   int
+			}{{"context", g.Context}, {"concurrency", g.Concurrency}} {
+				if x.n < 0 {
+					return nil, f.at(t, x.key, -1, fmt.Sprintf("%s: %s = %d: a count of tokens or sequences, not negative", t.what(), x.key, x.n))
+				}
 			}
 		}
 		for _, list := range []struct {
 			key, noun string
 			ids       []int
-		}{{"containers", "container", g.Containers}, {"vms", "VM", g.VMs}} {
+		}{{"containers", "container", t.cts}, {"vms", "VM", t.vms}} {
 			for j, id := range list.ids {
 				if id < minGuestID || id > maxGuestID {
-					return nil, f.at(i, list.key, j, fmt.Sprintf("group %q: %d is not a Proxmox %s id: ids run from %d to %d", g.Name, id, list.noun, minGuestID, maxGuestID))
+					return nil, f.at(t, list.key, j, fmt.Sprintf("%s: %d is not a Proxmox %s id: ids run from %d to %d", t.what(), id, list.noun, minGuestID, maxGuestID))
 				}
 				if prev, ok := guests[id]; ok && prev != list.noun {
-					return nil, f.at(i, list.key, j, fmt.Sprintf("group %q: %d is named both as a container and as a VM: Proxmox gives each guest its own id; list it under containers or under vms", g.Name, id))
+					return nil, f.at(t, list.key, j, fmt.Sprintf("%s: %d is named both as a container and as a VM: Proxmox gives each guest its own id; list it under containers or under vms", t.what(), id))
 				}
 				guests[id] = list.noun
 			}
@@ -183,8 +231,8 @@ func (f *File) Check(inv *inventory.Inventory, names Names) error {
 		gpus = append(gpus, inv.GPUs[i].Device)
 	}
 	var errs []error
-	for i, g := range f.Groups {
-		for j, s := range g.Select {
+	for _, t := range f.tables() {
+		for j, s := range t.sel {
 			if len(gpus) == 0 {
 				break // Make says there is nothing to split, better than each selector could
 			}
@@ -193,54 +241,54 @@ func (f *File) Check(inv *inventory.Inventory, names Names) error {
 				_, err = pci.Choose(gpus, gpus, sels, "GPU", "GPU")
 			}
 			if err != nil {
-				errs = append(errs, f.at(i, "select", j, fmt.Sprintf("group %q: %v", g.Name, err)))
+				errs = append(errs, f.at(t, "select", j, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
-		if g.Driver != Default && g.Driver != None {
-			if err := names.Driver(g.Driver); err != nil {
-				errs = append(errs, f.at(i, "driver", -1, fmt.Sprintf("group %q: %v", g.Name, err)))
+		if t.driver != Default && t.driver != None {
+			if err := names.Driver(t.driver); err != nil {
+				errs = append(errs, f.at(t, t.driverKey, -1, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
-		for j, id := range g.Containers {
+		for j, id := range t.cts {
 			if err := names.Container(id); err != nil {
-				errs = append(errs, f.at(i, "containers", j, fmt.Sprintf("group %q: %v", g.Name, err)))
+				errs = append(errs, f.at(t, "containers", j, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
-		for j, id := range g.VMs {
+		for j, id := range t.vms {
 			if err := names.VM(id); err != nil {
-				errs = append(errs, f.at(i, "vms", j, fmt.Sprintf("group %q: %v", g.Name, err)))
+				errs = append(errs, f.at(t, "vms", j, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// at is a ConfigError at the value of key in the group'th [[group]] (its elem'th
-// element when elem >= 0 and the value is an array), as the TOML parser saw it.
-func (f *File) at(group int, key string, elem int, msg string) error {
-	line, col := position(f.data, group, key, elem)
+// at is a ConfigError at the value of key in the table (its elem'th element when
+// elem >= 0 and the value is an array), as the TOML parser saw it.
+func (f *File) at(t table, key string, elem int, msg string) error {
+	line, col := position(f.data, t.kind, t.index, key, elem)
 	return &ConfigError{File: f.name, Line: line, Column: col, Msg: msg}
 }
 
-// position finds where a group's value lies; 0, 0 when it cannot (a file not parsed
-// from text, or groups written as an inline array).
-func position(data []byte, group int, key string, elem int) (int, int) {
+// position finds where a value of the index'th [[kind]] lies; 0, 0 when it cannot (a
+// file not parsed from text, or tables written as an inline array).
+func position(data []byte, kind string, index int, key string, elem int) (int, int) {
 	if data == nil {
 		return 0, 0
 	}
 	var p unstable.Parser
 	p.Reset(data)
-	index, inGroup := -1, false
+	n, inKind := -1, false
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
-			inGroup = e.Kind == unstable.ArrayTable && keyOf(e) == "group"
-			if inGroup {
-				index++
+			inKind = e.Kind == unstable.ArrayTable && keyOf(e) == kind
+			if inKind {
+				n++
 			}
 		case unstable.KeyValue:
-			if !inGroup || index != group || keyOf(e) != key {
+			if !inKind || n != index || keyOf(e) != key {
 				continue
 			}
 			// An array has no range of its own: point at its element, or else its key.
@@ -278,12 +326,12 @@ func keyOf(e *unstable.Node) string {
 	return strings.Join(parts, ".")
 }
 
-// Desired turns the file into the planner's desired state.
+// Desired turns the file into the planner's desired state: the groups, then the pools.
 func (f *File) Desired() (Desired, error) {
 	d := Desired{KeepRest: f.Rest == "keep", AllowSharedGroups: f.AllowSharedGroups, SyncProxmox: f.SyncProxmox}
-	for _, g := range f.Groups {
-		t := Target{Name: g.Name, Driver: g.Driver, Mapping: g.Mapping, Containers: g.Containers, VMs: g.VMs}
-		for _, s := range g.Select {
+	for _, tb := range f.tables() {
+		t := Target{Name: tb.name, Driver: tb.driver, Mapping: tb.mapping, Containers: tb.cts, VMs: tb.vms, Pool: tb.kind == "pool"}
+		for _, s := range tb.sel {
 			sels, err := pci.ParseSelectors(s)
 			if err != nil {
 				return Desired{}, err

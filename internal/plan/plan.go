@@ -48,6 +48,9 @@ type Target struct {
 	Mapping    string
 	Containers []int
 	VMs        []int
+	// Pool makes Driver the GPUs' resting driver: each GPU that a running VM holds
+	// (Desired.Holding) belongs on vfio-pci instead, with its functions and group.
+	Pool bool
 }
 
 // Desired is the whole desired state.
@@ -61,6 +64,10 @@ type Desired struct {
 	AllowSharedGroups bool
 	// SyncProxmox asks apply to bring Proxmox's files in line once the GPUs moved.
 	SyncProxmox bool
+	// Holding names, by device, the running VM that holds it (qemu-server's
+	// reservations): a pool's GPU so held stays on vfio-pci. Empty at boot, which is what
+	// persist plans for.
+	Holding map[pci.Address]int
 }
 
 // Role says why a device is in a plan.
@@ -88,6 +95,9 @@ type Move struct {
 	// Holders are what uses the device (processes, mounts, interfaces, guests: see
 	// package holders); a move of a held device is refused.
 	Holders []holders.Holder
+	// HeldBy is the running VM that holds a pool's GPU, for which it is on vfio-pci
+	// rather than at rest; 0 otherwise.
+	HeldBy int
 }
 
 // Done reports whether the device is already where the move would take it.
@@ -197,16 +207,22 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 	}
 	for _, g := range gpus {
 		ig := byAddr[g.Address]
-		to, target := VendorDriver(g), "rest"
+		to, target, heldBy := VendorDriver(g), "rest", 0
 		if i, ok := owner[g.Address]; ok {
-			target = d.Targets[i].Name
-			if drv := d.Targets[i].Driver; drv != Default {
-				to = drv
+			t := &d.Targets[i]
+			target = t.Name
+			if t.Driver != Default {
+				to = t.Driver
+			}
+			if vm := d.Holding[g.Address]; t.Pool && vm != 0 {
+				to, heldBy = VFIO, vm
 			}
 		} else if d.KeepRest {
 			continue
 		}
-		if err := add(move(g, RoleGPU, g.Address, target, to, inv.HoldersOf(g.Address))); err != nil {
+		gm := move(g, RoleGPU, g.Address, target, to, inv.HoldersOf(g.Address))
+		gm.HeldBy = heldBy
+		if err := add(gm); err != nil {
 			return nil, err
 		}
 		// Functions follow the GPU: to vfio-pci or none with it, back to the kernel's
@@ -216,7 +232,9 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 			fto = Default
 		}
 		for _, f := range ig.Functions {
-			if err := add(move(f, RoleFunction, g.Address, target, fto, inv.HoldersOf(f.Address))); err != nil {
+			fm := move(f, RoleFunction, g.Address, target, fto, inv.HoldersOf(f.Address))
+			fm.HeldBy = heldBy
+			if err := add(fm); err != nil {
 				return nil, err
 			}
 		}
@@ -245,7 +263,9 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 					"or move the GPU to a slot with a group of its own",
 					m.IOMMUGroup, m.GPU, member.Address, member.Name(), DriverText(member.Driver))
 			default:
-				if err := add(move(member, RoleMember, m.GPU, m.Target, VFIO, inv.HoldersOf(member.Address))); err != nil {
+				mm := move(member, RoleMember, m.GPU, m.Target, VFIO, inv.HoldersOf(member.Address))
+				mm.HeldBy = m.HeldBy
+				if err := add(mm); err != nil {
 					return nil, err
 				}
 			}

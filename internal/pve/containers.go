@@ -50,8 +50,25 @@ func (s *syncer) containers(d plan.Desired) ([]Change, error) {
 			}
 		}
 	}
+	// The containers of a pool that a running VM holds in part are left as they are: the
+	// GPUs it holds have no minor until they come back, and the hook that gives them
+	// back brings the containers in line (docs/handoff.md).
+	waiting := map[int][]string{}
+	for _, a := range slices.SortedFunc(maps.Keys(s.side), pci.Address.Compare) {
+		sd := s.side[a]
+		if sd.HeldBy == 0 || sd.Target == nil {
+			continue
+		}
+		for _, ct := range sd.Target.Containers {
+			waiting[ct] = append(waiting[ct], fmt.Sprintf("%s by VM %d", a, sd.HeldBy))
+		}
+	}
 	var out []Change
 	for _, g := range cts {
+		if held, ok := waiting[g.ID]; ok {
+			s.notes = append(s.notes, fmt.Sprintf("container %d is left as it is while a VM holds GPUs of its pool (%s): its devN entries follow when the VM stops", g.ID, strings.Join(held, ", ")))
+			continue
+		}
 		old := g.String()
 		have := s.containerGPUs(g, byMinor)
 		assigned, isExplicit := explicit[g.ID]
@@ -67,7 +84,13 @@ func (s *syncer) containers(d plan.Desired) ([]Change, error) {
 		var keep []pci.Address
 		c := Change{Path: g.Name, Guest: g}
 		for _, a := range dedupe(want) {
-			if s.side[a].Driver == "nvidia" {
+			sd := s.side[a]
+			switch {
+			case sd.Driver != "nvidia":
+			case sd.GPU.Minor < 0:
+				// Not on nvidia yet: its minor is the driver's choice when it binds.
+				c.Notes = append(c.Notes, fmt.Sprintf("container %d: GPU %s is not on nvidia now, so its /dev/nvidiaN is not known yet: the container gets it from the sync after the GPU is bound (apply with sync_proxmox, or gpusplit pve sync --apply after apply)", g.ID, a))
+			default:
 				keep = append(keep, a)
 			}
 		}

@@ -20,6 +20,7 @@ type Side struct {
 	GPU    *inventory.GPU
 	Driver string // the driver it ends on
 	Target *plan.Target
+	HeldBy int // the running VM that holds a pool's GPU; 0 otherwise
 }
 
 // Change is a file sync would change: its text before and after, and what to know.
@@ -110,7 +111,7 @@ func endState(inv *inventory.Inventory, p *plan.Plan, d plan.Desired) map[pci.Ad
 		g := &inv.GPUs[i]
 		sd := Side{GPU: g, Driver: g.Driver}
 		if m, ok := moves[g.Address]; ok {
-			sd.Driver, sd.Target = m.To, targets[m.Target]
+			sd.Driver, sd.Target, sd.HeldBy = m.To, targets[m.Target], m.HeldBy
 		}
 		out[g.Address] = sd
 	}
@@ -181,8 +182,10 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 				want[sd.Target.Mapping] = append(want[sd.Target.Mapping], a)
 			}
 		}
+		// A host-side group's mapping leads its VMs to the vfio-pci group's; a pool's
+		// mapping is its VMs' own.
 		for _, t := range d.Targets {
-			if t.Mapping == "" || t.Driver == plan.VFIO {
+			if t.Mapping == "" || t.Driver == plan.VFIO || t.Pool {
 				continue
 			}
 			for _, u := range d.Targets {
