@@ -75,12 +75,16 @@ mapping's choice, with the other VMs' reservations, as nccl-topo --vm predicts i
 every holder as apply does, stops nvidia-persistenced while GPUs leave nvidia, and moves
 the GPUs and their IOMMU groups to vfio-pci under apply's lock and journal. A held GPU
 refuses the start: the exit status is not 0 and the message, which Proxmox shows in the
-task log, names the holder and how to release it. At post-stop it gives the devices back
-to the drivers they had before the start, unless another running VM now holds them.
+task log, names the holder and how to release it. At post-stop it gives the devices back,
+unless another running VM now holds them: a pool's (a [[pool]] of split.toml) to the
+pool's resting driver, the others to the drivers they had before the start. Then each
+GPU back on nvidia gets its /dev/nvidiaN (nvidia-modprobe -c N), and the containers of
+its group or pool get devN entries for the minors the driver gave, which can differ
+from the ones they had, written under Proxmox's locks as pve sync writes them.
 
 For a container, at pre-start it checks that the GPUs of its devN entries (/dev/nvidiaN)
-are on nvidia and that no running VM holds them, and refuses the start otherwise, naming
-the VM. The other phases do nothing.
+are on nvidia, that no running VM holds them, and that no running VM holds a GPU of
+its pools; it refuses the start otherwise, naming the VM. The other phases do nothing.
 
 Each device gets one line on standard output (the task log) and in the journal. Two
 hooks at once take turns. docs/handoff.md explains the phases and their failure modes.`,

@@ -248,6 +248,74 @@ vms = [131]
 	}
 }
 
+// A pool's GPUs belong on their resting driver unless a running VM holds them: then on
+// vfio-pci, with their functions, marked with the VM.
+func TestPool(t *testing.T) {
+	f, err := ParseFile("split.toml", []byte(`
+[[group]]
+name = "inference"
+select = ["numa:0"]
+[[pool]]
+name = "shared"
+select = ["numa:1"]
+mapping = "pro6000-numa1"
+containers = [129]
+vms = [131]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Desired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Targets) != 2 || !d.Targets[1].Pool || d.Targets[0].Pool {
+		t.Fatalf("targets %+v", d.Targets)
+	}
+	inv := demo(t)
+	at := func(a string) pci.Address {
+		p, err := pci.ParseAddress(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name    string
+		holding map[pci.Address]int
+		moves   int // of the eight NUMA-1 devices, all on nvidia or snd_hda_intel now
+		heldBy  map[string]int
+	}{
+		{"at rest", nil, 0, map[string]int{"0000:81:00.0": 0, "0000:81:00.1": 0}},
+		{"one held", map[pci.Address]int{at("0000:81:00.0"): 131}, 2, map[string]int{"0000:81:00.0": 131, "0000:81:00.1": 131, "0000:91:00.0": 0}},
+		// A reservation of a group's GPU does not make it a pool's.
+		{"group GPU reserved", map[pci.Address]int{at("0000:01:00.0"): 131}, 0, map[string]int{"0000:01:00.0": 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d.Holding = c.holding
+			p, err := Make(inv, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Moves) != c.moves {
+				t.Errorf("moves %v", moves(p.Moves))
+			}
+			for _, m := range append(p.Moves, p.InPlace...) {
+				want, ok := c.heldBy[m.Device.String()]
+				if !ok {
+					continue
+				}
+				if m.HeldBy != want {
+					t.Errorf("%s held by %d, want %d", m.Device, m.HeldBy, want)
+				}
+				if wantTo := map[bool]string{true: VFIO, false: m.To}[want != 0]; m.To != wantTo {
+					t.Errorf("%s goes to %s", m.Device, m.To)
+				}
+			}
+		})
+	}
+}
+
 func TestParseFileErrors(t *testing.T) {
 	cases := []struct {
 		name, text string
@@ -258,9 +326,14 @@ func TestParseFileErrors(t *testing.T) {
 		{"unknown key", "[[group]]\nname = \"a\"\nselekt = [\"numa:1\"]\n", 3, 1, "unknown key"},
 		{"bad selector", "[[group]]\nname = \"vms\"\nselect = [\"numa:x\"]\n", 3, 11, "numa:x"},
 		{"wrong type", "[[group]]\nname = \"vms\"\nselect = \"numa:1\"\n", 3, 0, ""},
-		{"no groups", "devices = \"10de:2bb1\"\n", 0, 0, "no [[group]]"},
+		{"no groups", "devices = \"10de:2bb1\"\n", 0, 0, "no [[group]] and no [[pool]]"},
+		{"pool resting on vfio-pci", "[[pool]]\nname = \"p\"\nselect = [\"numa:1\"]\nresting = \"vfio-pci\"\n", 4, 11, `pool "p": resting = "vfio-pci"`},
+		{"pool VMs without a mapping", "[[pool]]\nname = \"p\"\nselect = [\"numa:1\"]\nvms = [131]\n", 4, 1, "give it mapping"},
+		{"pool and group of one name", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n[[pool]]\nname = \"a\"\nselect = [\"numa:1\"]\n", 2, 8, "a group and a pool are both named"},
+		{"pool key in a group", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\nresting = \"nvidia\"\n", 4, 1, "unknown key"},
+		{"pool VM id too low", "[[pool]]\nname = \"p\"\nselect = [\"numa:1\"]\nmapping = \"pool1\"\nvms = [42]\n", 5, 8, `pool "p": 42 is not a Proxmox VM id`},
 		{"no select", "[[group]]\nname = \"vms\"\n", 2, 8, "no select"},
-		{"twice", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n[[group]]\nname = \"a\"\nselect = [\"numa:1\"]\n", 2, 8, "two groups"},
+		{"twice", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n[[group]]\nname = \"a\"\nselect = [\"numa:1\"]\n", 2, 8, "a group and a group are both named"},
 		{"bad rest", "rest = \"all\"\n[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\n", 1, 1, "rest"},
 		{"no name", "[[group]]\nselect = [\"numa:0\"]\n", 1, 1, "no name"},
 		{"driver with a slash", "[[group]]\nname = \"a\"\nselect = [\"numa:0\"]\ndriver = \"../../x\"\n", 4, 10, `driver "../../x" is not a driver name`},
