@@ -166,6 +166,13 @@ func TestPoolWalkthrough(t *testing.T) {
 	if _, _, err := run(t, "--root", root, "hook", "129", "pre-start"); err == nil || !strings.Contains(err.Error(), "pool shared: GPU 0000:81:00.0 is held by running VM 131; stop it first (qm stop 131)") {
 		t.Errorf("container start while the VM runs: %v", err)
 	}
+	if out := mustRun(t, "--root", root, "plan"); !strings.Contains(out, "nothing to do") {
+		t.Errorf("plan while VM 131 holds the pool:\n%s", out)
+	}
+	// The boot-time files pin the pool's resting driver: no VM runs at boot.
+	if out, _, _ := run(t, "--root", root, "persist", "show"); !strings.Contains(out, `KERNEL=="0000:81:00.0", ATTR{vendor}=="0x10de", ATTR{device}=="0x2bb1", ATTR{driver_override}="nvidia"`) {
+		t.Errorf("persist show while VM 131 holds the pool:\n%s", out)
+	}
 	// A sync meanwhile leaves the container's entries for the VM's stop.
 	before, _ := os.ReadFile(ctConf)
 	if out := mustRun(t, "--root", root, "pve", "sync", "--apply"); !strings.Contains(out, "container 129 is left as it is while a VM holds GPUs of its pool") {
