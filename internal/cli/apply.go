@@ -19,6 +19,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
@@ -185,6 +186,19 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				after, err := d.plan(g)
 				if err != nil {
 					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
+				}
+				// The containers' devN entries need the nodes of the GPUs back on nvidia.
+				back := map[pci.Address]bool{}
+				for _, m := range p.Moves {
+					back[m.Device] = m.Role == plan.RoleGPU
+				}
+				say := func(format string, a ...any) {
+					if !g.json() {
+						fmt.Fprintf(g.stdout, format+"\n", a...)
+					}
+				}
+				if err := makeDeviceNodes(h, after.inv, back, say); err != nil {
+					return undoMove(ctx, g, h, k, inv, c, err)
 				}
 				if !g.json() {
 					if err := syncProxmox(g, after, pve.SyncOptions{}, syncMode{apply: true, command: "apply (sync_proxmox)"}); err != nil {

@@ -344,7 +344,11 @@ func (hk *hooker) vmStop() error {
 	if !toPool.Empty() {
 		res, err := bind.Apply(context.Background(), h, k, toPool, opts)
 		if err != nil {
-			return fmt.Errorf("giving VM %d's devices back to their pool: %w", hk.vmid, explainFailure(explainHeld(err), res))
+			others := ""
+			if len(todo) > 0 {
+				others = " (the devices of no pool are back on their drivers)"
+			}
+			return fmt.Errorf("giving VM %d's devices back to their pool%s: %w", hk.vmid, others, explainFailure(explainHeld(err), res))
 		}
 	}
 	toNvidia := slices.ContainsFunc(todo, func(d bind.Prior) bool { return d.Driver == "nvidia" }) ||
@@ -434,21 +438,13 @@ func (hk *hooker) followMinors(ss *splitState, j *bind.Journal) error {
 	if err != nil {
 		return err
 	}
+	if err := makeDeviceNodes(hk.h, inv, back, hk.say); err != nil {
+		return err
+	}
 	cts := map[int]bool{}
 	for _, gp := range inv.GPUs {
-		if !back[gp.Address] || gp.Driver != "nvidia" {
+		if !back[gp.Address] || gp.Driver != "nvidia" || gp.Minor < 0 {
 			continue
-		}
-		if gp.Minor < 0 {
-			hk.say("%s is on nvidia without a minor number the driver reports: its containers are left as they are", gp.Address)
-			continue
-		}
-		node := fmt.Sprintf("/dev/nvidia%d", gp.Minor)
-		if !hk.h.Exists(node) {
-			if err := services.deviceNode(gp.Minor); err != nil {
-				return fmt.Errorf("%s is back on nvidia as minor %d, but %s could not be made (%v): run nvidia-modprobe -c %d, or the containers that use it cannot start", gp.Address, gp.Minor, node, err, gp.Minor)
-			}
-			hk.say("%s: made %s", gp.Address, node)
 		}
 		for _, m := range append(slices.Clone(p.Moves), p.InPlace...) {
 			if m.Device != gp.Address {
@@ -487,6 +483,30 @@ func (hk *hooker) followMinors(ss *splitState, j *bind.Journal) error {
 	}
 	if err != nil {
 		return fmt.Errorf("the GPUs are back on nvidia, but the containers' devN entries were not changed: %w; run gpusplit pve sync --apply once it can", err)
+	}
+	return nil
+}
+
+// makeDeviceNodes makes /dev/nvidiaN for each of the GPUs that is on nvidia and lacks
+// it: the driver makes no nodes, and pve-container refuses a devN entry whose node is
+// missing.
+func makeDeviceNodes(h *host.Host, inv *inventory.Inventory, gpus map[pci.Address]bool, say func(string, ...any)) error {
+	for _, gp := range inv.GPUs {
+		if !gpus[gp.Address] || gp.Driver != "nvidia" {
+			continue
+		}
+		if gp.Minor < 0 {
+			say("%s is on nvidia without a minor number the driver reports: no /dev/nvidiaN made for it", gp.Address)
+			continue
+		}
+		node := fmt.Sprintf("/dev/nvidia%d", gp.Minor)
+		if h.Exists(node) {
+			continue
+		}
+		if err := services.deviceNode(gp.Minor); err != nil {
+			return fmt.Errorf("%s is on nvidia as minor %d, but %s could not be made (%v): run nvidia-modprobe -c %d, or the containers that use it cannot start", gp.Address, gp.Minor, node, err, gp.Minor)
+		}
+		say("%s: made %s", gp.Address, node)
 	}
 	return nil
 }

@@ -253,3 +253,37 @@ func TestPoolWalkthrough(t *testing.T) {
 		t.Errorf("a refused start wrote to the kernel: %v", k.writes)
 	}
 }
+
+// A VM killed without its post-stop leaves the pool on vfio-pci: status calls it drift,
+// and apply with sync_proxmox brings it back to rest and makes the device nodes that the
+// container's devN entries need before its sync.
+func TestPoolApplyAfterAKilledVM(t *testing.T) {
+	root, k, _ := poolRoot(t)
+	cfg := filepath.Join(root, "etc/gpusplit/split.toml")
+	data, _ := os.ReadFile(cfg)
+	if err := os.WriteFile(cfg, append([]byte("sync_proxmox = true\n"), data...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var made []int
+	services.deviceNode = func(minor int) error {
+		made = append(made, minor)
+		return nil
+	}
+	mustRun(t, "--root", root, "pve", "sync", "--apply")
+	mustRun(t, "--root", root, "hook", "131", "pre-start")
+	if out, _, err := run(t, "--root", root, "status"); err == nil || !strings.Contains(out, "0000:81:00.0  on vfio-pci, no VM holds it: it belongs on its vendor's driver") {
+		t.Errorf("status after the VM was killed: %v\n%s", err, out)
+	}
+	out := mustRun(t, "--root", root, "apply", "--yes")
+	for _, a := range numa1GPUs {
+		if got := k.state(a); got != "nvidia/nvidia" {
+			t.Errorf("after apply %s is %s", a, got)
+		}
+	}
+	if slices.Sort(made); !slices.Equal(made, []int{4, 5, 6, 7}) {
+		t.Errorf("device nodes made: %v\n%s", made, out)
+	}
+	if s := poolStatus(t, root); !s.InSync {
+		t.Errorf("status after apply: %+v", s)
+	}
+}
