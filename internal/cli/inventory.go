@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/topo"
@@ -336,10 +336,10 @@ func groupNotes(inv *inventory.Inventory) []string {
 
 // chipPrefix matches pci.ids names such as "GB202GL [RTX PRO 6000 Blackwell …]", whose
 // bracketed part is the name users know.
-var chipPrefix = regexp.MustCompile(`^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`)
+var chipPrefix = lazyre.New(`^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`)
 
 func model(d *pci.Device) string {
-	if m := chipPrefix.FindStringSubmatch(d.DeviceName); m != nil {
+	if m := chipPrefix().FindStringSubmatch(d.DeviceName); m != nil {
 		return m[1]
 	}
 	return d.Name()

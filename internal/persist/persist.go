@@ -94,15 +94,20 @@ func Files(pins []Pin, o Options) ([]File, error) {
 	for _, f := range []struct {
 		path string
 		mode uint32
-		tmpl *template.Template
+		text string
 	}{
-		{UdevRule, 0o644, udevTmpl},
-		{Modprobe, 0o644, modprobeTmpl},
-		{PinScript, 0o755, scriptTmpl},
-		{Unit, 0o644, unitTmpl},
+		{UdevRule, 0o644, udevText},
+		{Modprobe, 0o644, modprobeText},
+		{PinScript, 0o755, scriptText},
+		{Unit, 0o644, unitText},
 	} {
+		// Parsed here, not at package initialisation, which every command would pay.
+		tmpl, err := template.New(f.path).Funcs(funcs).Parse(f.text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.path, err)
+		}
 		var b bytes.Buffer
-		if err := f.tmpl.Execute(&b, data); err != nil {
+		if err := tmpl.Execute(&b, data); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.path, err)
 		}
 		out = append(out, File{Path: f.path, Mode: f.mode, Content: b.String()})
@@ -121,14 +126,14 @@ const header = `# Written by gpusplit persist install{{if .Config}} from {{.Conf
 # gpusplit persist remove takes this away.
 `
 
-var udevTmpl = template.Must(template.New("udev").Funcs(funcs).Parse(header + `#
+const udevText = header + `#
 # Pin each device of the split to its driver by PCI address, when the kernel adds it.
 # The vendor and device ids must match too: a card moved to another slot, or another
 # card in this slot, is not captured.
 {{range .Pins}}ACTION=="add", SUBSYSTEM=="pci", KERNEL=="{{.Device}}", ATTR{vendor}=="{{hex4 .Vendor}}", ATTR{device}=="{{hex4 .DeviceID}}", ATTR{driver_override}="{{.Driver}}"
-{{end}}`))
+{{end}}`
 
-var modprobeTmpl = template.Must(template.New("modprobe").Funcs(funcs).Parse(header + `#
+const modprobeText = header + `#
 # The GPU drivers bind every matching device they find the moment they load, which can
 # be before udev has handled the devices of the split. Loading them through the pin
 # script sets every driver_override first.
@@ -137,9 +142,9 @@ var modprobeTmpl = template.Must(template.New("modprobe").Funcs(funcs).Parse(hea
 {{range .Drivers}}softdep {{.}} pre: vfio-pci
 {{end}}# Idle passed-through GPUs are kept out of D3cold, from which some do not come back.
 options vfio_pci disable_idle_d3=1
-{{end}}`))
+{{end}}`
 
-var scriptTmpl = template.Must(template.New("script").Funcs(funcs).Parse(`#!/bin/sh
+const scriptText = `#!/bin/sh
 ` + header + `#
 # Sets driver_override of each device of the split, if the device in that slot is the
 # one the split was made for. Run by modprobe before the GPU drivers load.
@@ -154,9 +159,9 @@ pin() {
 }
 {{range .Pins}}pin {{.Device}} {{hex4 .Vendor}} {{hex4 .DeviceID}} {{.Driver}}
 {{end}}exit 0
-`))
+`
 
-var unitTmpl = template.Must(template.New("unit").Funcs(funcs).Parse(header + `
+const unitText = header + `
 [Unit]
 Description=GPU driver split (gpusplit) as {{.Config}} says
 DefaultDependencies=no
@@ -181,4 +186,4 @@ ExecStartPost={{.Binary}} status --config {{.Config}}
 
 [Install]
 WantedBy=multi-user.target pve-guests.service
-`))
+`

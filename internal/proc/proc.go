@@ -5,11 +5,11 @@ package proc
 import (
 	"errors"
 	"io/fs"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/lazyre"
 )
 
 // Process is a process with matching files open.
@@ -33,8 +33,8 @@ type Scan struct {
 }
 
 var (
-	lxcCgroup = regexp.MustCompile(`/lxc(?:\.payload)?[/.](\d+)(?:/|$)`)
-	vmCgroup  = regexp.MustCompile(`/qemu\.slice/(\d+)\.scope(?:/|$)`)
+	lxcCgroup = lazyre.New(`/lxc(?:\.payload)?[/.](\d+)(?:/|$)`)
+	vmCgroup  = lazyre.New(`/qemu\.slice/(\d+)\.scope(?:/|$)`)
 )
 
 // OpenFiles lists the processes that have a file open for which match returns true.
@@ -98,10 +98,10 @@ func Guest(cgroup string) (container, vm int) {
 				path = line[i+1:]
 			}
 		}
-		if m := lxcCgroup.FindStringSubmatch(path); m != nil {
+		if m := lxcCgroup().FindStringSubmatch(path); m != nil {
 			container, _ = strconv.Atoi(m[1])
 		}
-		if m := vmCgroup.FindStringSubmatch(path); m != nil {
+		if m := vmCgroup().FindStringSubmatch(path); m != nil {
 			vm, _ = strconv.Atoi(m[1])
 		}
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/nccl"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
@@ -379,7 +379,7 @@ type predictor struct {
 	reserved map[pci.Address]int
 }
 
-var reservationLine = regexp.MustCompile(`^(\S+)\s(\d+)\s(time|pid):(\d+)$`)
+var reservationLine = lazyre.New(`^(\S+)\s(\d+)\s(time|pid):(\d+)$`)
 
 // readReservations reads the reservations that still hold.
 func (p *predictor) readReservations() error {
@@ -400,7 +400,7 @@ func Reservations(h *host.Host, now time.Time) (map[pci.Address]int, error) {
 		return out, err
 	}
 	for _, line := range strings.Split(data, "\n") {
-		m := reservationLine.FindStringSubmatch(line)
+		m := reservationLine().FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
