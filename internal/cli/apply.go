@@ -190,7 +190,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				// The containers' devN entries need the nodes of the GPUs back on nvidia.
 				back := map[pci.Address]bool{}
 				for _, m := range p.Moves {
-					back[m.Device] = m.Role == plan.RoleGPU
+					back[m.Device] = m.Role == plan.RoleGPU && m.To == "nvidia"
 				}
 				say := func(format string, a ...any) {
 					if !g.json() {
