@@ -3,6 +3,7 @@ package pciids
 import (
 	_ "embed"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -11,11 +12,12 @@ import (
 //go:embed pci.ids
 var embedded string
 
-var embeddedDB = sync.OnceValue(func() *DB { return parse(embedded) })
+var embeddedDB = sync.OnceValue(func() *DB { return index(embedded) })
 
 // Embedded returns the database built into the binary, a trimmed copy of
-// the upstream pci.ids (see the package documentation). It is parsed on
-// first use; every call returns the same DB.
+// the upstream pci.ids (see the package documentation). It is indexed on
+// first use, and a vendor's devices are parsed at its first lookup; every
+// call returns the same DB.
 func Embedded() *DB { return embeddedDB() }
 
 // SystemPaths returns the places where Linux distributions install
@@ -28,7 +30,7 @@ func SystemPaths() []string {
 	}
 }
 
-// LoadSystem parses the first of [SystemPaths] that exists on this machine
+// LoadSystem indexes the first of [SystemPaths] that exists on this machine
 // and returns it with its path. When none exists it returns (nil, "", nil).
 // When the first one that exists cannot be opened or read, it returns that
 // path and the error; it does not go on to the next path.
@@ -45,12 +47,12 @@ func loadFirst(paths []string) (*DB, string, error) {
 		if err != nil {
 			return nil, p, err
 		}
-		db, err := Parse(f)
+		b, err := io.ReadAll(f)
 		f.Close()
 		if err != nil {
 			return nil, p, err
 		}
-		return db, p, nil
+		return index(string(b)), p, nil
 	}
 	return nil, "", nil
 }

@@ -3,6 +3,7 @@ package pciids
 import (
 	"io"
 	"strings"
+	"sync"
 )
 
 // DB holds names from one pci.ids file. A DB is read-only after [Parse]
@@ -14,6 +15,12 @@ type DB struct {
 	classes    map[uint8]string  // class
 	subclasses map[uint16]string // class<<8 | subclass
 	progIfs    map[uint32]string // class<<16 | subclass<<8 | prog-if
+
+	// A DB made by index knows its vendors and classes at once, and parses a vendor's
+	// devices and subsystems from the vendor's blocks of text at its first lookup:
+	// a run names a few dozen devices of a file that lists tens of thousands.
+	mu     sync.Mutex
+	blocks map[uint16][]string // unparsed; a vendor's entry goes once it is parsed
 }
 
 // Parse reads a pci.ids file. It returns an error only when reading r
@@ -131,6 +138,82 @@ func parse(s string) *DB {
 	return db
 }
 
+// index reads s as parse does, but parses only its top-level lines and the classes;
+// each vendor's block (its line and the nested lines under it, up to the next
+// top-level line) is kept as text, for [DB.load].
+func index(s string) *DB {
+	db := &DB{
+		vendors:    make(map[uint16]string),
+		devices:    make(map[uint32]string),
+		subsystems: make(map[uint64]string),
+		classes:    make(map[uint8]string),
+		subclasses: make(map[uint16]string),
+		progIfs:    make(map[uint32]string),
+		blocks:     make(map[uint16][]string),
+	}
+	var classText []string
+	start, kind, vendor := 0, inNone, uint16(0)
+	closeBlock := func(end int) {
+		switch kind {
+		case inVendor:
+			db.blocks[vendor] = append(db.blocks[vendor], s[start:end])
+		case inClass:
+			classText = append(classText, s[start:end])
+		}
+	}
+	for at := 0; at < len(s); {
+		line := s[at:]
+		next := len(s)
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line, next = line[:i], at+i+1
+		}
+		// The rules of parse: a nested line, a blank one or a comment stays in the
+		// block; any other line starts a new top-level entry.
+		if len(line) > 0 && line[0] != '\t' {
+			if i := strings.IndexByte(line, '\r'); i >= 0 {
+				line = line[:i]
+			}
+			if t := strings.TrimLeft(line, " \t"); t != "" && t[0] != '#' {
+				closeBlock(at)
+				start, kind = at, inNone
+				if rest, ok := strings.CutPrefix(line, "C "); ok {
+					if _, _, ok := idName(rest, 2); ok {
+						kind = inClass
+					}
+				} else if v, name, ok := idName(line, 4); ok {
+					kind, vendor = inVendor, uint16(v)
+					addFirst(db.vendors, vendor, name)
+				}
+			}
+		}
+		at = next
+	}
+	closeBlock(len(s))
+	if len(classText) > 0 {
+		c := parse(strings.Join(classText, "\n"))
+		db.classes, db.subclasses, db.progIfs = c.classes, c.subclasses, c.progIfs
+	}
+	return db
+}
+
+// load parses a vendor's blocks, once, into the DB's maps; the caller holds db.mu.
+func (db *DB) load(vendor uint16) {
+	blocks, ok := db.blocks[vendor]
+	if !ok {
+		return
+	}
+	delete(db.blocks, vendor)
+	for _, b := range blocks {
+		part := parse(b)
+		for k, v := range part.devices {
+			addFirst(db.devices, k, v)
+		}
+		for k, v := range part.subsystems {
+			addFirst(db.subsystems, k, v)
+		}
+	}
+}
+
 // addFirst sets m[k] = v unless k is already there.
 func addFirst[K comparable](m map[K]string, k K, v string) {
 	if _, dup := m[k]; !dup {
@@ -203,6 +286,9 @@ func (db *DB) Device(vendor, device uint16) (string, bool) {
 	if db == nil {
 		return "", false
 	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.load(vendor)
 	name, ok := db.devices[uint32(vendor)<<16|uint32(device)]
 	return name, ok
 }
@@ -214,6 +300,9 @@ func (db *DB) Subsystem(vendor, device, subVendor, subDevice uint16) (string, bo
 		return "", false
 	}
 	key := uint64(vendor)<<48 | uint64(device)<<32 | uint64(subVendor)<<16 | uint64(subDevice)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.load(vendor)
 	name, ok := db.subsystems[key]
 	return name, ok
 }

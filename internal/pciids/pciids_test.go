@@ -2,6 +2,7 @@ package pciids
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -365,8 +366,18 @@ func TestNamesChain(t *testing.T) {
 	}
 }
 
+// loaded parses every vendor of an indexed DB, for the tests that read its maps.
+func loaded(db *DB) *DB {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for v := range db.blocks {
+		db.load(v)
+	}
+	return db
+}
+
 func TestEmbedded(t *testing.T) {
-	db := Embedded()
+	db := loaded(Embedded())
 	if db != Embedded() {
 		t.Error("Embedded returns a different DB on the second call")
 	}
@@ -529,7 +540,7 @@ func checkCounts(t *testing.T, data string, db *DB) {
 // The parser takes every entry of the embedded copy, a real pci.ids cut down: none is
 // skipped as malformed.
 func TestEmbeddedCounts(t *testing.T) {
-	checkCounts(t, embedded, Embedded())
+	checkCounts(t, embedded, loaded(Embedded()))
 }
 
 // TestUpstream checks the parser against a complete upstream pci.ids and that the
@@ -547,7 +558,7 @@ func TestUpstream(t *testing.T) {
 	up := mustParse(t, string(data))
 	checkCounts(t, string(data), up)
 
-	emb := Embedded()
+	emb := loaded(Embedded())
 	for k, v := range emb.vendors {
 		if u := up.vendors[k]; u != v {
 			t.Errorf("vendor %04x: embedded %q, upstream %q", k, v, u)
@@ -739,5 +750,82 @@ func BenchmarkParseEmbedded(b *testing.B) {
 		if _, err := Parse(strings.NewReader(embedded)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// index answers every lookup as parse does, over the embedded file and the host's (when
+// it has one), and over the quirks: a vendor listed twice, CRs, comments, blank lines,
+// spaces before an entry, a bad top-level line with nested lines under it, classes in
+// two places, no newline at the end.
+func TestIndexEqualsParse(t *testing.T) {
+	texts := map[string]string{
+		"embedded": embedded,
+		"quirks": "# comment\n10de  NVIDIA\r\n\t2bb1  GB202GL\n\t\t10de 204b  RTX PRO 6000\n\n\t# nested comment\n" +
+			" 1022  spaced\n\t0002  under spaced\n\r\nzzzz  not a vendor\n\t0001  lost device\n" +
+			"C 03  Display controller\n\t00  VGA compatible controller\n\t\t00  VGA controller\n" +
+			"10de  NVIDIA again\n\t2bb1  second name\n\t2230  GA102GL\n\t\t10de 1459  RTX A6000\n" +
+			"C zz  bad class\n\t01  lost subclass\nC 06  Bridge\n\t04  PCI bridge\n8086  Intel\n\t1234  last, no newline",
+	}
+	for _, p := range SystemPaths() {
+		if b, err := os.ReadFile(p); err == nil {
+			texts[p] = string(b)
+		}
+	}
+	for name, text := range texts {
+		want, got := parse(text), index(text)
+		for k, v := range want.devices {
+			if g, _ := got.Device(uint16(k>>16), uint16(k)); g != v {
+				t.Errorf("%s: device %08x: %q, want %q", name, k, g, v)
+			}
+		}
+		for k, v := range want.subsystems {
+			if g, _ := got.Subsystem(uint16(k>>48), uint16(k>>32), uint16(k>>16), uint16(k)); g != v {
+				t.Errorf("%s: subsystem %016x: %q, want %q", name, k, g, v)
+			}
+		}
+		// Every vendor looked up: the maps are then the same, nothing more, nothing less.
+		for v := range want.vendors {
+			got.Device(v, 0)
+		}
+		for _, c := range []struct {
+			what     string
+			got, exp int
+			same     bool
+		}{
+			{"vendors", len(got.vendors), len(want.vendors), maps.Equal(got.vendors, want.vendors)},
+			{"devices", len(got.devices), len(want.devices), maps.Equal(got.devices, want.devices)},
+			{"subsystems", len(got.subsystems), len(want.subsystems), maps.Equal(got.subsystems, want.subsystems)},
+			{"classes", len(got.classes), len(want.classes), maps.Equal(got.classes, want.classes)},
+			{"subclasses", len(got.subclasses), len(want.subclasses), maps.Equal(got.subclasses, want.subclasses)},
+			{"prog-ifs", len(got.progIfs), len(want.progIfs), maps.Equal(got.progIfs, want.progIfs)},
+		} {
+			if !c.same {
+				t.Errorf("%s: %s differ: %d, want %d", name, c.what, c.got, c.exp)
+			}
+		}
+		if name == "quirks" {
+			if n, _ := got.Device(0x10de, 0x2bb1); n != "GB202GL" {
+				t.Errorf("quirks: the first name of a device listed twice is %q", n)
+			}
+			if len(want.devices) != 3 || len(want.classes) != 2 {
+				t.Errorf("quirks: parse found %d devices, %d classes: the quirks are not what the test means", len(want.devices), len(want.classes))
+			}
+		}
+	}
+}
+
+// The cost of the first lookup in the embedded copy: parse is what every run paid
+// before, index what it pays now, before the few vendors it looks up are parsed.
+func BenchmarkEmbeddedParse(b *testing.B) {
+	for b.Loop() {
+		parse(embedded)
+	}
+}
+
+func BenchmarkEmbeddedIndex(b *testing.B) {
+	for b.Loop() {
+		db := index(embedded)
+		db.Device(0x10de, 0x2bb1)
+		db.Device(0x1022, 0x14ab)
 	}
 }
