@@ -441,21 +441,19 @@ func (hk *hooker) followMinors(ss *splitState, j *bind.Journal) error {
 	if err := makeDeviceNodes(hk.h, inv, back, hk.say); err != nil {
 		return err
 	}
+	containers := map[string][]int{} // by target
+	for _, t := range ss.desired.Targets {
+		containers[t.Name] = t.Containers
+	}
+	target := map[pci.Address]string{}
+	for _, m := range append(slices.Clone(p.Moves), p.InPlace...) {
+		target[m.Device] = m.Target
+	}
 	cts := map[int]bool{}
 	for _, gp := range inv.GPUs {
-		if !back[gp.Address] || gp.Driver != "nvidia" || gp.Minor < 0 {
-			continue
-		}
-		for _, m := range append(slices.Clone(p.Moves), p.InPlace...) {
-			if m.Device != gp.Address {
-				continue
-			}
-			for _, t := range ss.desired.Targets {
-				if t.Name == m.Target {
-					for _, ct := range t.Containers {
-						cts[ct] = true
-					}
-				}
+		if back[gp.Address] && gp.Driver == "nvidia" && gp.Minor >= 0 {
+			for _, ct := range containers[target[gp.Address]] {
+				cts[ct] = true
 			}
 		}
 	}

@@ -78,7 +78,7 @@ func (k *simKernel) SetOverride(a pci.Address, driver string) error {
 	defer k.mu.Unlock()
 	k.writes = append(k.writes, fmt.Sprintf("override %s %q", a, driver))
 	k.override[a] = driver
-	return k.reflect(a, "override")
+	return k.reflectOverride(a)
 }
 func (k *simKernel) Unbind(a pci.Address, driver string) error {
 	k.mu.Lock()
@@ -86,7 +86,7 @@ func (k *simKernel) Unbind(a pci.Address, driver string) error {
 	k.writes = append(k.writes, "unbind "+a.String())
 	was := k.driver[a]
 	k.driver[a] = ""
-	return k.reflect(a, was)
+	return k.reflectUnbind(a, was)
 }
 func (k *simKernel) Probe(a pci.Address) error {
 	k.mu.Lock()
@@ -99,7 +99,7 @@ func (k *simKernel) Probe(a pci.Address) error {
 		}
 		if want != "none" {
 			k.driver[a] = want
-			return k.reflect(a, "")
+			return k.reflectBind(a)
 		}
 	}
 	return nil
@@ -124,30 +124,48 @@ func (k *simKernel) mirrorTo(t *testing.T, root string) {
 	}
 }
 
-// reflect writes a's state to the tree: its driver_override, or, after a bind or an
-// unbind from was, its driver link and the nvidia driver's information file.
-func (k *simKernel) reflect(a pci.Address, was string) error {
+func (k *simKernel) devDir(a pci.Address) string {
+	return filepath.Join(k.root, "sys/bus/pci/devices", a.String())
+}
+
+func (k *simKernel) infoDir(a pci.Address) string {
+	return filepath.Join(k.root, "proc/driver/nvidia/gpus", a.String())
+}
+
+// reflectOverride writes a's driver_override to the tree, as the kernel shows it.
+func (k *simKernel) reflectOverride(a pci.Address) error {
 	if !k.mirror {
 		return nil
 	}
-	dev := filepath.Join(k.root, "sys/bus/pci/devices", a.String())
-	if was == "override" {
-		ov := k.override[a]
-		if ov == "" {
-			ov = "(null)"
-		}
-		return os.WriteFile(filepath.Join(dev, "driver_override"), []byte(ov+"\n"), 0o644)
+	ov := k.override[a]
+	if ov == "" {
+		ov = "(null)"
 	}
-	info := filepath.Join(k.root, "proc/driver/nvidia/gpus", a.String())
-	if was != "" {
-		if err := os.Remove(filepath.Join(dev, "driver")); err != nil {
-			return err
-		}
-		if was == "nvidia" {
-			return os.RemoveAll(info)
-		}
+	return os.WriteFile(filepath.Join(k.devDir(a), "driver_override"), []byte(ov+"\n"), 0o644)
+}
+
+// reflectUnbind takes a's driver link away, and its information file when it leaves
+// nvidia.
+func (k *simKernel) reflectUnbind(a pci.Address, was string) error {
+	if !k.mirror || was == "" {
 		return nil
 	}
+	if err := os.Remove(filepath.Join(k.devDir(a), "driver")); err != nil {
+		return err
+	}
+	if was == "nvidia" {
+		return os.RemoveAll(k.infoDir(a))
+	}
+	return nil
+}
+
+// reflectBind links a to its driver, and on nvidia writes the information file with
+// the minor the driver gives.
+func (k *simKernel) reflectBind(a pci.Address) error {
+	if !k.mirror {
+		return nil
+	}
+	dev, info := k.devDir(a), k.infoDir(a)
 	drv := k.driver[a]
 	real, err := filepath.EvalSymlinks(dev)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 
 // New returns a function that compiles expr the first time it is called, and returns
 // the same *regexp.Regexp from then on. Like regexp.MustCompile, it panics on an
-// expression that does not compile, at that first call; TestCompiles-style tests of
-// each package call every such function, so a bad expression fails a test.
+// expression that does not compile, at that first call; TestExpressionsCompile
+// compiles every expression given to New in the module, so a bad one fails a test.
 func New(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -44,10 +44,9 @@ const (
 	inClass                 // under a "C" line
 )
 
-// parse parses s. Names are substrings of s, so s stays alive as long as
-// the DB does.
-func parse(s string) *DB {
-	db := &DB{
+// newDB is a DB with no names yet.
+func newDB() *DB {
+	return &DB{
 		vendors:    make(map[uint16]string),
 		devices:    make(map[uint32]string),
 		subsystems: make(map[uint64]string),
@@ -55,6 +54,12 @@ func parse(s string) *DB {
 		subclasses: make(map[uint16]string),
 		progIfs:    make(map[uint32]string),
 	}
+}
+
+// parse parses s. Names are substrings of s, so s stays alive as long as
+// the DB does.
+func parse(s string) *DB {
+	db := newDB()
 	var (
 		sec        = inNone
 		vendor     uint16 // current vendor, when sec == inVendor
@@ -142,15 +147,8 @@ func parse(s string) *DB {
 // each vendor's block (its line and the nested lines under it, up to the next
 // top-level line) is kept as text, for [DB.load].
 func index(s string) *DB {
-	db := &DB{
-		vendors:    make(map[uint16]string),
-		devices:    make(map[uint32]string),
-		subsystems: make(map[uint64]string),
-		classes:    make(map[uint8]string),
-		subclasses: make(map[uint16]string),
-		progIfs:    make(map[uint32]string),
-		blocks:     make(map[uint16][]string),
-	}
+	db := newDB()
+	db.blocks = make(map[uint16][]string)
 	var classText []string
 	start, kind, vendor := 0, inNone, uint16(0)
 	closeBlock := func(end int) {

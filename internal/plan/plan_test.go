@@ -213,8 +213,22 @@ func TestMakeErrors(t *testing.T) {
 	}
 }
 
+// desiredOf parses a split.toml and turns it into the desired state.
+func desiredOf(t *testing.T, text string) (*File, Desired) {
+	t.Helper()
+	f, err := ParseFile("split.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Desired()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, d
+}
+
 func TestConfigGroups(t *testing.T) {
-	f, err := ParseFile("split.toml", []byte(`
+	_, d := desiredOf(t, `
 devices = "10de:2bb1"
 rest = "keep"
 
@@ -231,14 +245,7 @@ select = ["numa:1"]
 driver = "vfio-pci"
 mapping = "pro6000-vm"
 vms = [131]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := f.Desired()
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	p, err := Make(demo(t), d)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +258,7 @@ vms = [131]
 // A pool's GPUs belong on their resting driver unless a running VM holds them: then on
 // vfio-pci, with their functions, marked with the VM.
 func TestPool(t *testing.T) {
-	f, err := ParseFile("split.toml", []byte(`
+	_, d := desiredOf(t, `
 [[group]]
 name = "inference"
 select = ["numa:0"]
@@ -261,14 +268,7 @@ select = ["numa:1"]
 mapping = "pro6000-numa1"
 containers = [129]
 vms = [131]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := f.Desired()
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if len(d.Targets) != 2 || !d.Targets[1].Pool || d.Targets[0].Pool {
 		t.Fatalf("targets %+v", d.Targets)
 	}
@@ -383,14 +383,7 @@ func TestDocumentedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ParseFile("docs/split.toml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := f.Desired()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, d := desiredOf(t, string(data))
 	p, err := Make(demo(t), d)
 	if err != nil {
 		t.Fatal(err)
