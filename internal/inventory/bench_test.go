@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,12 +31,12 @@ import (
 // The synthetic host's shape.
 const (
 	synthNodes        = 4  // NUMA nodes
-	synthBridges      = 16 // host bridges, four per node, 16 buses each
-	synthFunctions    = 4096
-	synthGPUs         = 64
-	perBridge         = synthFunctions / synthBridges // 256 functions under each host bridge
+	synthBridges      = 16 // host bridges of the benchmarks' host, four per node, 16 buses each
+	synthFunctions    = synthBridges * perBridge
+	perBridge         = 256 // functions under each host bridge
 	switchesPerBridge = 2
-	gpusPerSwitch     = synthGPUs / synthBridges / switchesPerBridge
+	gpusPerSwitch     = 2
+	gpusPerBridge     = switchesPerBridge * gpusPerSwitch
 	coresPerNode      = 48
 )
 
@@ -60,18 +61,20 @@ const (
 //	03.1         the boot NVMe drive                                              1
 //	07.1         filler: 8-function accelerator endpoints on one bus             225
 //
-// 256 functions per host bridge, 4,096 in all, 64 of them GPUs. The GPUs of the last
-// NUMA node are bound to vfio-pci, the others to nvidia; 512 processes run, a quarter
-// of them holding a GPU's device node open.
-func synthMachine() fakehost.Machine {
+// 256 functions per host bridge, 4,096 in all for the benchmarks' 16 bridges, 64 of them
+// GPUs. The GPUs of the last NUMA node are bound to vfio-pci, the others to nvidia; 512
+// processes run, a quarter of them holding a GPU's device node open. Other sizes (for
+// scripts/bench-vs-lspci) have as many bridges as they need, 16 to a PCI domain, spread
+// over the nodes in order.
+func synthMachine(nBridges int) fakehost.Machine {
 	group := 0
 	next := func() int { group++; return group }
 
 	nvidiaGPUs := 0
 	var bridges []fakehost.HostBridge
-	for i := range synthBridges {
-		node := i / (synthBridges / synthNodes)
-		base := uint8(i * 16)
+	for i := range nBridges {
+		node := i * synthNodes / nBridges
+		base := uint8(i % 16 * 16)
 		drv := "nvidia"
 		if node == synthNodes-1 {
 			drv = "vfio-pci"
@@ -182,7 +185,7 @@ func synthMachine() fakehost.Machine {
 			Class: 0x060400, Driver: "pcieport", Group: next(), Speed: gen4, Width: 16,
 			Secondary: fill, Children: filler,
 		})
-		bridges = append(bridges, fakehost.HostBridge{Domain: 0, Bus: base, NUMA: node, Devices: devs})
+		bridges = append(bridges, fakehost.HostBridge{Domain: uint32(i / 16), Bus: base, NUMA: node, Devices: devs})
 	}
 
 	var nodes []fakehost.Node
@@ -214,7 +217,7 @@ func synthMachine() fakehost.Machine {
 // synthTree is the synthetic host laid out in memory, and synthArchive its snapshot
 // archive, each made once per process.
 var (
-	synthTree    = sync.OnceValues(func() (*fakehost.Tree, error) { return synthMachine().Build() })
+	synthTree    = sync.OnceValues(func() (*fakehost.Tree, error) { return synthMachine(synthBridges).Build() })
 	synthArchive = sync.OnceValues(func() ([]byte, error) {
 		t, err := synthTree()
 		if err != nil {
@@ -248,20 +251,22 @@ func newSynthetic(b *testing.B) synthetic {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := checkSynthetic(h); err != nil {
+	if err := checkSynthetic(h, synthBridges); err != nil {
 		b.Fatal(err)
 	}
 	return s
 }
 
-// checkSynthetic checks the synthetic host has the shape the figures are quoted for.
-func checkSynthetic(h *host.Host) error {
+// checkSynthetic checks the synthetic host of nBridges host bridges has the shape the
+// figures are quoted for.
+func checkSynthetic(h *host.Host, nBridges int) error {
+	functions, gpuCount := nBridges*perBridge, nBridges*gpusPerBridge
 	names, err := h.ReadDir(pci.DevicesDir)
 	if err != nil {
 		return err
 	}
-	if len(names) != synthFunctions {
-		return fmt.Errorf("%s lists %d PCI functions, want %d", pci.DevicesDir, len(names), synthFunctions)
+	if len(names) != functions {
+		return fmt.Errorf("%s lists %d PCI functions, want %d", pci.DevicesDir, len(names), functions)
 	}
 	tree, err := pci.Scan(h, pciids.Default())
 	if err != nil {
@@ -274,21 +279,31 @@ func checkSynthetic(h *host.Host) error {
 	if err != nil {
 		return err
 	}
-	if len(tree.Devices) != synthFunctions || len(gpus) != synthGPUs {
-		return fmt.Errorf("scan found %d devices and %d GPUs, want %d and %d", len(tree.Devices), len(gpus), synthFunctions, synthGPUs)
+	if len(tree.Devices) != functions || len(gpus) != gpuCount {
+		return fmt.Errorf("scan found %d devices and %d GPUs, want %d and %d", len(tree.Devices), len(gpus), functions, gpuCount)
 	}
 	return nil
 }
 
 // TestWriteSyntheticHost writes the synthetic host to the directory named by
 // GPUSPLIT_SYNTHETIC_DIR (which must exist and be empty), for timing other tools on
-// the same tree. Without it, it is skipped: the benchmarks check the host's shape.
+// the same tree; GPUSPLIT_SYNTHETIC_FUNCTIONS sets its size, a multiple of 256 (4,096,
+// the benchmarks' host, by default). Without a directory it is skipped: the benchmarks
+// check the host's shape.
 func TestWriteSyntheticHost(t *testing.T) {
 	dir := os.Getenv("GPUSPLIT_SYNTHETIC_DIR")
 	if dir == "" {
 		t.Skip("GPUSPLIT_SYNTHETIC_DIR names no directory to write the synthetic host to")
 	}
-	tree, err := synthTree()
+	nBridges := synthBridges
+	if s := os.Getenv("GPUSPLIT_SYNTHETIC_FUNCTIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n%perBridge != 0 || n/perBridge > 16*256 {
+			t.Fatalf("GPUSPLIT_SYNTHETIC_FUNCTIONS=%s: want a multiple of %d", s, perBridge)
+		}
+		nBridges = n / perBridge
+	}
+	tree, err := synthMachine(nBridges).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +314,7 @@ func TestWriteSyntheticHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkSynthetic(h); err != nil {
+	if err := checkSynthetic(h, nBridges); err != nil {
 		t.Fatal(err)
 	}
 }
