@@ -346,3 +346,38 @@ func (a *archiveBackend) readDir(p string) ([]string, error) {
 	}
 	return a.e.names(i), nil
 }
+
+func (a *archiveBackend) missing() error { return fs.ErrNotExist }
+
+func (a *archiveBackend) readListed(p string) ([]byte, error) { return a.readFile(p) }
+
+func (a *archiveBackend) readlink(p string) (string, error) {
+	e, err := a.lstat(p)
+	if err != nil {
+		return "", err
+	}
+	if e.kind != Link {
+		return "", errors.New("not a symbolic link")
+	}
+	return e.target, nil
+}
+
+func (a *archiveBackend) listKinds(p string) ([]DirEntry, error) {
+	i, ok := a.e.lookup(p)
+	switch {
+	case !ok:
+		return nil, fs.ErrNotExist
+	case a.e.at(i).kind != Dir:
+		return nil, syscall.ENOTDIR
+	}
+	d := a.e.at(i)
+	if n, limit := int(d.count), dirCap(p); n > limit {
+		return nil, tooManyEntries(limit)
+	}
+	out := make([]DirEntry, 0, d.count)
+	for _, k := range a.e.kids[d.first : d.first+d.count] {
+		n := a.e.at(k)
+		out = append(out, DirEntry{Name: n.path[strings.LastIndexByte(n.path, '/')+1:], Kind: n.kind})
+	}
+	return out, nil
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 )
 
 // dirBackend reads a directory tree: the live machine ("/") or a fixture.
@@ -160,4 +161,49 @@ func unwrapOS(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+func (d dirBackend) missing() error { return syscall.ENOENT }
+
+func (d dirBackend) readlink(p string) (string, error) {
+	t, err := os.Readlink(d.abs(p))
+	if err != nil {
+		return "", unwrapOS(err)
+	}
+	return filepath.ToSlash(t), nil
+}
+
+// readListed reads a file that a listing has shown to be regular, in one read where it
+// can (readShort): that holds for sysfs attributes, live or captured; every other file
+// is read as readFile reads it.
+func (d dirBackend) readListed(p string) ([]byte, error) {
+	if !strings.HasPrefix(p, "/sys/") {
+		return d.readFile(p)
+	}
+	if err := d.spent.check(); err != nil {
+		return nil, err
+	}
+	b, err := readShort(d.abs(p), capOf(p))
+	if err == nil {
+		err = d.spent.read(len(b))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (d dirBackend) listKinds(p string) ([]DirEntry, error) {
+	if err := d.spent.check(); err != nil {
+		return nil, err
+	}
+	ents, err := listDir(d.abs(p), dirCap(p))
+	d.spent.entries.Add(int64(len(ents)))
+	if err != nil {
+		return nil, err
+	}
+	if err := d.spent.check(); err != nil {
+		return nil, err
+	}
+	return ents, nil
 }

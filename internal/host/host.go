@@ -58,6 +58,15 @@ type backend interface {
 	readLeaf(p string) ([]byte, error)
 	open(p string) (io.ReadCloser, error)
 	readDir(p string) ([]string, error)
+	// listKinds is readDir with what each name is, a final link not followed.
+	listKinds(p string) ([]DirEntry, error)
+	// readListed is readFile of a path that a listing has just shown to be a regular
+	// file, under /sys: a short read is the whole file (see readShort).
+	readListed(p string) ([]byte, error)
+	// readlink returns the target of the link at p, which a listing showed to be one.
+	readlink(p string) (string, error)
+	// missing is the error of a path that is not there, as lstat gives it.
+	missing() error
 }
 
 // errLeafIsLink is readLeaf's error for a link.
@@ -340,8 +349,12 @@ func (h *Host) remember(dir string) {
 }
 
 func (h *Host) walk(op, orig, start string, queue []string, followLast bool) (string, error) {
+	return h.walkFrom(op, orig, start, queue, followLast, 0)
+}
+
+// walkFrom is walk once links links have been followed.
+func (h *Host) walkFrom(op, orig, start string, queue []string, followLast bool, links int) (string, error) {
 	cur := start
-	links := 0
 	for len(queue) > 0 {
 		c := queue[0]
 		queue = queue[1:]

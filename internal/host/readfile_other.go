@@ -108,3 +108,6 @@ func lstatKind(name string) (Kind, error) {
 	}
 	return Other, nil
 }
+
+// readShort is readRegular, what is at name looked at first.
+func readShort(name string, c fileCap) ([]byte, error) { return readRegular(name, c, true) }

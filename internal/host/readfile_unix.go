@@ -3,6 +3,7 @@
 package host
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"syscall"
@@ -230,4 +231,57 @@ func lstatKind(name string) (Kind, error) {
 		return File, nil
 	}
 	return Other, nil
+}
+
+// readShort reads a file that a listing has just shown to be a regular file under /sys,
+// with open, read and close alone: no lstat (the listing said what lstat would) and no
+// fstat, and no read that only returns end-of-file. A read that returns less than was
+// asked for is the whole file there: the kernel renders a sysfs attribute whole into a
+// page when the file is opened or first read, and hands out what is left of it (a
+// seq_file read stops short only at its end); a captured attribute is a regular file,
+// and a read of a regular file stops short only at its end. The open refuses a link and
+// cannot block, and the read is capped, so a file swapped for something else since the
+// listing is read no further than the cap.
+func readShort(name string, c fileCap) ([]byte, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_NOFOLLOW, 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err == syscall.ELOOP {
+		return nil, errLeafIsLink
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	// A page: every sysfs attribute of a 4 KiB-page kernel in one read.
+	var page [4096]byte
+	buf := page[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := buf[len(buf):cap(buf)]
+		if left := c.max + 1 - int64(len(buf)); int64(len(room)) > left {
+			room = room[:left]
+		}
+		k, err := syscall.Read(fd, room)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		}
+		buf = buf[:len(buf)+k]
+		if int64(len(buf)) > c.max {
+			return nil, c.tooLarge(-1)
+		}
+		if k < len(room) {
+			return bytes.Clone(buf), nil
+		}
+	}
 }

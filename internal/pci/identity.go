@@ -55,12 +55,12 @@ var idFallbacks = []struct {
 // missing is taken from the first of uevent, modalias and config that gives it, and the
 // device is an error only when none of them gives vendor, device and class. Garbage in
 // an optional attribute is warned about through warn and taken as 0, as before.
-func readIdentity(h *host.Host, dir string, a Address, warn func(error, string)) (identity, error) {
+func readIdentity(dir *host.Listing, a Address, warn func(error, string)) (identity, error) {
 	required := []*idField{{name: "vendor", bits: 16}, {name: "device", bits: 16}, {name: "class", bits: 24}}
 	optional := []*idField{{name: "subsystem_vendor", bits: 16}, {name: "subsystem_device", bits: 16}, {name: "revision", bits: 8}}
 	missing := false
 	for _, f := range required {
-		v, err := readHex(h, dir+"/"+f.name, f.bits)
+		v, err := readHex(dir, f.name, f.bits)
 		switch {
 		case err == nil:
 			f.value = v
@@ -77,7 +77,7 @@ func readIdentity(h *host.Host, dir string, a Address, warn func(error, string))
 	}
 	var bad []func() // warned about once the device is known to be kept
 	for _, f := range optional {
-		v, err := readHex(h, dir+"/"+f.name, f.bits)
+		v, err := readHex(dir, f.name, f.bits)
 		switch {
 		case err == nil:
 			f.value = v
@@ -90,7 +90,7 @@ func readIdentity(h *host.Host, dir string, a Address, warn func(error, string))
 		}
 	}
 	if missing {
-		if err := fillIdentity(h, dir, a, required, optional); err != nil {
+		if err := fillIdentity(dir, a, required, optional); err != nil {
 			return identity{}, err
 		}
 	}
@@ -106,14 +106,14 @@ func readIdentity(h *host.Host, dir string, a Address, warn func(error, string))
 // fillIdentity takes the wanted fields from the fallback files, the first that has each;
 // it fails when a required one is still wanted after all of them, saying why each file
 // did not give it.
-func fillIdentity(h *host.Host, dir string, a Address, required, optional []*idField) error {
+func fillIdentity(dir *host.Listing, a Address, required, optional []*idField) error {
 	all := append(append([]*idField{}, required...), optional...)
 	var why []string
 	for _, src := range idFallbacks {
 		if !anyWanted(all) {
 			break
 		}
-		b, err := h.ReadFile(dir + "/" + src.name)
+		b, err := dir.ReadFile(src.name)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				why = append(why, src.name+" is missing")

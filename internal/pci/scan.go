@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +71,7 @@ func (t *Tree) Slot(a Address) []*Device {
 // "unknown" (NUMA node -1, no link, no BARs) with a warning when the file exists but holds
 // garbage; a device whose vendor, device or class cannot be read is left out with a warning.
 func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
-	entries, err := h.ReadDir(DevicesDir)
+	list, err := h.List(DevicesDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no PCI devices: %s is missing under root %s (is it a Linux machine's root or a gpusplit snapshot?)", DevicesDir, h.Root())
@@ -82,13 +81,13 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 	t := &Tree{}
 	var devs []*Device
 	var junk []string
-	for _, name := range entries {
-		a, ok := isSysfsAddress(name)
+	for _, e := range list.Entries() {
+		a, ok := isSysfsAddress(e.Name)
 		if !ok {
-			junk = append(junk, name)
+			junk = append(junk, e.Name)
 			continue
 		}
-		d, err := readDevice(h, a, names, t)
+		d, err := readDevice(h, list, e.Name, a, names, t)
 		if err != nil {
 			t.warnf("%s: %v; device skipped", a, err)
 			continue
@@ -129,14 +128,19 @@ func (t *Tree) warnf(format string, args ...any) {
 	t.Warnings = append(t.Warnings, fmt.Sprintf(format, args...))
 }
 
-func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, error) {
-	link := DevicesDir + "/" + a.String()
-	real, err := h.Realpath(link)
+// readDevice reads the device listed as name in devices, the listing of DevicesDir.
+// Its directory is listed once, so that the attributes it lacks cost nothing and each
+// one it has costs an open, a read and a close (host.Listing).
+func readDevice(h *host.Host, devices *host.Listing, name string, a Address, names pciids.Names, t *Tree) (*Device, error) {
+	real, err := devices.Realpath(name)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := h.List(real)
 	if err != nil {
 		return nil, err
 	}
 	d := &Device{Address: a, Path: real, IOMMUGroup: -1, NUMANode: -1}
-	attr := func(name string) string { return real + "/" + name }
 
 	warn := func(err error, assumed string) {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -144,20 +148,20 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 		}
 	}
 	// Identity: without it the device means nothing.
-	id, err := readIdentity(h, real, a, warn)
+	id, err := readIdentity(dir, a, warn)
 	if err != nil {
 		return nil, err
 	}
 	d.VendorID, d.DeviceID, d.Class = id.vendor, id.device, id.class
 	d.SubVendorID, d.SubDeviceID, d.Revision = id.subVendor, id.subDevice, id.rev
 
-	if d.Driver, err = h.LinkBase(attr("driver")); err != nil {
+	if d.Driver, err = dir.LinkBase("driver"); err != nil {
 		warn(err, "driver taken as none")
 	}
-	if s, err := h.ReadString(attr("driver_override")); err == nil && s != "(null)" {
+	if s, err := dir.ReadString("driver_override"); err == nil && s != "(null)" {
 		d.DriverOverride = s
 	}
-	if g, err := h.LinkBase(attr("iommu_group")); err != nil {
+	if g, err := dir.LinkBase("iommu_group"); err != nil {
 		warn(err, "no IOMMU group assumed")
 	} else if g != "" {
 		n, err := strconv.Atoi(g)
@@ -167,7 +171,7 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 			d.IOMMUGroup = n
 		}
 	}
-	if s, err := h.ReadString(attr("numa_node")); err == nil {
+	if s, err := dir.ReadString("numa_node"); err == nil {
 		n, perr := strconv.Atoi(s)
 		if perr != nil || n < -1 {
 			warn(fmt.Errorf("numa_node holds %q, not a node number", s), "NUMA node taken as unknown")
@@ -177,9 +181,9 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 	} else {
 		warn(err, "NUMA node taken as unknown")
 	}
-	d.LocalCPUs = readLocalCPUs(h, real, warn)
-	d.Link = readLink(h, real, func(err error) { warn(err, "link taken as unknown") })
-	if s, err := h.ReadString(attr("resource")); err == nil {
+	d.LocalCPUs = readLocalCPUs(dir, warn)
+	d.Link = readLink(dir, func(err error) { warn(err, "link taken as unknown") })
+	if s, err := dir.ReadString("resource"); err == nil {
 		bars, perr := ParseResource(s)
 		d.BARs = bars
 		if perr != nil {
@@ -188,7 +192,7 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 	} else {
 		warn(err, "BARs unknown")
 	}
-	if pf, err := h.LinkBase(attr("physfn")); err == nil && pf != "" {
+	if pf, err := dir.LinkBase("physfn"); err == nil && pf != "" {
 		if pa, ok := isSysfsAddress(pf); ok {
 			d.PhysFn = &pa
 		}
@@ -209,9 +213,9 @@ func readDevice(h *host.Host, a Address, names pciids.Names, t *Tree) (*Device, 
 // readLocalCPUs reads the CPUs near a device from local_cpulist, or where that file is
 // missing from local_cpus, the same set as a mask: hwloc reads only the mask, and the
 // captures made with its hwloc-gather-topology keep only that file.
-func readLocalCPUs(h *host.Host, dir string, warn func(error, string)) cpuset.Set {
+func readLocalCPUs(dir *host.Listing, warn func(error, string)) cpuset.Set {
 	const assumed = "CPU affinity taken as unknown"
-	s, err := h.ReadString(dir + "/local_cpulist")
+	s, err := dir.ReadString("local_cpulist")
 	if err == nil {
 		set, perr := cpuset.Parse(s)
 		if perr != nil {
@@ -223,7 +227,7 @@ func readLocalCPUs(h *host.Host, dir string, warn func(error, string)) cpuset.Se
 		warn(err, assumed)
 		return cpuset.Set{}
 	}
-	s, err = h.ReadString(dir + "/local_cpus")
+	s, err = dir.ReadString("local_cpus")
 	if err != nil {
 		warn(err, assumed)
 		return cpuset.Set{}
@@ -236,28 +240,28 @@ func readLocalCPUs(h *host.Host, dir string, warn func(error, string)) cpuset.Se
 }
 
 // readHex reads a sysfs attribute of the form "0x10de" that must fit in bits bits.
-func readHex(h *host.Host, p string, bits int) (uint64, error) {
-	s, err := h.ReadString(p)
+func readHex(dir *host.Listing, name string, bits int) (uint64, error) {
+	s, err := dir.ReadString(name)
 	if err != nil {
 		return 0, err
 	}
 	digits, ok := strings.CutPrefix(s, "0x")
 	if !ok || digits == "" || len(digits) > bits/4 {
-		return 0, fmt.Errorf("%s holds %q, not a %d-bit 0x-prefixed hex value", path.Base(p), s, bits)
+		return 0, fmt.Errorf("%s holds %q, not a %d-bit 0x-prefixed hex value", name, s, bits)
 	}
 	v, err := strconv.ParseUint(digits, 16, bits)
 	if err != nil {
-		return 0, fmt.Errorf("%s holds %q, not a %d-bit 0x-prefixed hex value", path.Base(p), s, bits)
+		return 0, fmt.Errorf("%s holds %q, not a %d-bit 0x-prefixed hex value", name, s, bits)
 	}
 	return v, nil
 }
 
 // readLink reads the four link attributes. Conventional PCI devices have none, and a
 // link that is down reads "Unknown": both are "unknown" without a warning.
-func readLink(h *host.Host, dir string, warn func(error)) Link {
+func readLink(dir *host.Listing, warn func(error)) Link {
 	var l Link
 	speed := func(name string) (string, int) {
-		s, err := h.ReadString(dir + "/" + name)
+		s, err := dir.ReadString(name)
 		if err != nil {
 			warn(err)
 			return "", 0
@@ -273,7 +277,7 @@ func readLink(h *host.Host, dir string, warn func(error)) Link {
 		return s, gen
 	}
 	width := func(name string) int {
-		s, err := h.ReadString(dir + "/" + name)
+		s, err := dir.ReadString(name)
 		if err != nil {
 			warn(err)
 			return 0

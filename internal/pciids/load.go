@@ -3,10 +3,12 @@ package pciids
 import (
 	_ "embed"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"sync"
+	"unsafe"
 )
 
 //go:embed pci.ids
@@ -40,21 +42,51 @@ func LoadSystem() (*DB, string, error) {
 
 func loadFirst(paths []string) (*DB, string, error) {
 	for _, p := range paths {
-		f, err := os.Open(p)
+		s, err := readFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, p, err
 		}
-		b, err := io.ReadAll(f)
-		f.Close()
-		if err != nil {
-			return nil, p, err
-		}
-		return index(string(b)), p, nil
+		return index(s), p, nil
 	}
 	return nil, "", nil
+}
+
+// maxFileBytes caps a pci.ids file: the full upstream file is about 1.4 MB.
+const maxFileBytes = 16 << 20
+
+// readFile reads the pci.ids at p (links followed: distributions link one place to
+// another) into a string of its size: only a regular file, never a FIFO that would
+// hang the read, and at most maxFileBytes.
+func readFile(p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", p)
+	}
+	if fi.Size() > maxFileBytes {
+		return "", fmt.Errorf("%s holds %d bytes, more than a pci.ids file (at most %d)", p, fi.Size(), maxFileBytes)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b := make([]byte, fi.Size())
+	n, err := io.ReadFull(f, b)
+	if err != nil && err != io.ErrUnexpectedEOF {
+		return "", err
+	}
+	if n == 0 {
+		return "", nil
+	}
+	// The bytes are not kept anywhere else, so the string can share them: a copy of
+	// the file would cost as much again, in time and in memory.
+	return unsafe.String(&b[0], n), nil
 }
 
 var systemDB = sync.OnceValue(func() *DB {

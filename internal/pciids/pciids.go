@@ -16,11 +16,12 @@ type DB struct {
 	subclasses map[uint16]string // class<<8 | subclass
 	progIfs    map[uint32]string // class<<16 | subclass<<8 | prog-if
 
-	// A DB made by index knows its vendors and classes at once, and parses a vendor's
-	// devices and subsystems from the vendor's blocks of text at its first lookup:
-	// a run names a few dozen devices of a file that lists tens of thousands.
+	// A DB made by index knows its vendors and classes at once, and finds a device or
+	// a subsystem by reading its vendor's blocks of text at its first lookup, keeping
+	// the answer ("" for none) in devices or subsystems: a run names a few dozen
+	// devices of a file that lists tens of thousands, so it parses none of the others.
 	mu     sync.Mutex
-	blocks map[uint16][]string // unparsed; a vendor's entry goes once it is parsed
+	blocks map[uint16][]string
 }
 
 // Parse reads a pci.ids file. It returns an error only when reading r
@@ -194,22 +195,81 @@ func index(s string) *DB {
 	return db
 }
 
-// load parses a vendor's blocks, once, into the DB's maps; the caller holds db.mu.
-func (db *DB) load(vendor uint16) {
-	blocks, ok := db.blocks[vendor]
-	if !ok {
+// lines calls fn with each line of a vendor's block past its first, as parse reads it
+// (a CR ends a line; blank lines and comments are skipped), with its depth in tabs,
+// until fn returns false.
+func lines(block string, fn func(nest int, p string) bool) {
+	if i := strings.IndexByte(block, '\n'); i >= 0 {
+		block = block[i+1:]
+	} else {
 		return
 	}
-	delete(db.blocks, vendor)
-	for _, b := range blocks {
-		part := parse(b)
-		for k, v := range part.devices {
-			addFirst(db.devices, k, v)
+	for len(block) > 0 {
+		line := block
+		if i := strings.IndexByte(block, '\n'); i >= 0 {
+			line, block = block[:i], block[i+1:]
+		} else {
+			block = ""
 		}
-		for k, v := range part.subsystems {
-			addFirst(db.subsystems, k, v)
+		if i := strings.IndexByte(line, '\r'); i >= 0 {
+			line = line[:i]
+		}
+		if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
+			continue
+		}
+		nest := 0
+		for nest < len(line) && line[nest] == '\t' {
+			nest++
+		}
+		if !fn(nest, line[nest:]) {
+			return
 		}
 	}
+}
+
+// findDevice returns the name parse gives a device in a vendor's blocks: the first
+// device line with its id; "" when none has.
+func findDevice(blocks []string, device uint16) string {
+	var found string
+	for _, b := range blocks {
+		lines(b, func(nest int, p string) bool {
+			if nest == 1 {
+				if d, name, ok := idName(p, 4); ok && uint16(d) == device {
+					found = name
+				}
+			}
+			return found == ""
+		})
+		if found != "" {
+			break
+		}
+	}
+	return found
+}
+
+// findSubsystem returns the name parse gives a subsystem of a device in a vendor's
+// blocks: the first subsystem line with its ids under a device line of the device.
+func findSubsystem(blocks []string, device, subVendor, subDevice uint16) string {
+	var found string
+	for _, b := range blocks {
+		under := false // under a line of the device
+		lines(b, func(nest int, p string) bool {
+			switch nest {
+			case 1:
+				d, _, ok := idName(p, 4)
+				under = ok && uint16(d) == device
+			case 2:
+				if sv, sd, name, ok := subsystemName(p); ok && under && sv == subVendor && sd == subDevice {
+					found = name
+				}
+			}
+			return found == ""
+		})
+		if found != "" {
+			break
+		}
+	}
+	return found
 }
 
 // addFirst sets m[k] = v unless k is already there.
@@ -284,11 +344,15 @@ func (db *DB) Device(vendor, device uint16) (string, bool) {
 	if db == nil {
 		return "", false
 	}
+	key := uint32(vendor)<<16 | uint32(device)
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.load(vendor)
-	name, ok := db.devices[uint32(vendor)<<16|uint32(device)]
-	return name, ok
+	name, ok := db.devices[key]
+	if !ok && db.blocks != nil {
+		name = findDevice(db.blocks[vendor], device)
+		db.devices[key] = name // "" remembers that it is not there
+	}
+	return name, name != ""
 }
 
 // Subsystem returns the name of a subsystem (subVendor:subDevice) of a
@@ -300,9 +364,12 @@ func (db *DB) Subsystem(vendor, device, subVendor, subDevice uint16) (string, bo
 	key := uint64(vendor)<<48 | uint64(device)<<32 | uint64(subVendor)<<16 | uint64(subDevice)
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.load(vendor)
 	name, ok := db.subsystems[key]
-	return name, ok
+	if !ok && db.blocks != nil {
+		name = findSubsystem(db.blocks[vendor], device, subVendor, subDevice)
+		db.subsystems[key] = name
+	}
+	return name, name != ""
 }
 
 // Class returns the most specific name known for a 24-bit class code

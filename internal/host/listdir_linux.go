@@ -1,0 +1,75 @@
+package host
+
+import (
+	"encoding/binary"
+	"syscall"
+)
+
+// listDir lists the directory at name with what each name is, from the type that
+// getdents gives with each name (lstat only where the file system gives none): open,
+// getdents until it returns nothing, close. It fails past limit names.
+func listDir(name string, limit int) ([]DirEntry, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	var buf [8192]byte
+	var out []DirEntry
+	for {
+		n, err := syscall.Getdents(fd, buf[:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		case n <= 0:
+			return out, nil
+		}
+		// struct linux_dirent64: inode (8 bytes), offset (8), record length (2),
+		// type (1), then the name, ended by a NUL.
+		for off := 0; off+19 <= n; {
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen < 19 || off+reclen > n {
+				return nil, syscall.EIO
+			}
+			raw := buf[off+19 : off+reclen]
+			typ := buf[off+18]
+			off += reclen
+			end := 0
+			for end < len(raw) && raw[end] != 0 {
+				end++
+			}
+			nm := string(raw[:end])
+			if nm == "." || nm == ".." || nm == "" {
+				continue
+			}
+			if len(out) == limit {
+				return nil, tooManyEntries(limit)
+			}
+			var k Kind
+			switch typ {
+			case syscall.DT_REG:
+				k = File
+			case syscall.DT_DIR:
+				k = Dir
+			case syscall.DT_LNK:
+				k = Link
+			case syscall.DT_UNKNOWN:
+				if k, err = lstatKind(name + "/" + nm); err != nil {
+					return nil, err
+				}
+			default:
+				k = Other
+			}
+			out = append(out, DirEntry{Name: nm, Kind: k})
+		}
+	}
+}

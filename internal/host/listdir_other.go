@@ -1,0 +1,42 @@
+//go:build !linux
+
+package host
+
+import (
+	"io"
+	"io/fs"
+)
+
+// listDir lists the directory at name with what each name is; it fails past limit names.
+func listDir(name string, limit int) ([]DirEntry, error) {
+	f, err := openDir(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []DirEntry
+	for {
+		batch, err := f.ReadDir(4096)
+		for _, e := range batch {
+			if len(out) == limit {
+				return nil, tooManyEntries(limit)
+			}
+			k := Other
+			switch t := e.Type(); {
+			case t&fs.ModeSymlink != 0:
+				k = Link
+			case t.IsDir():
+				k = Dir
+			case t.IsRegular():
+				k = File
+			}
+			out = append(out, DirEntry{Name: e.Name(), Kind: k})
+		}
+		if err == io.EOF || (err == nil && len(batch) == 0) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, unwrapOS(err)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Listing is a directory of a Host listed once with what each of its names is, for reading
+// many of its files: a PCI device's attributes. Its listing saves most of the system
+// calls of reading them one by one through the Host:
+//
+//   - a name that is not listed is not there, and looking for it costs nothing (a
+//     device lacks the link-speed files of PCIe, or physfn, more often than not);
+//   - a name listed as a regular file is read at once, without the lstat that a
+//     directory root otherwise takes before opening a file, and in one read: what the
+//     listing says of it is what that lstat would have said, at the same distance in
+//     time from the open (which still refuses to follow a link);
+//   - a name listed as a link is read with one readlink, and its target resolved
+//     through the directories the Host knows.
+//
+// Anything else (a directory, a FIFO, a name the listing could not type, a read that
+// fails) goes through the Host's own methods, which report it as they always do.
+type Listing struct {
+	h    *Host
+	path string
+	ents []DirEntry
+}
+
+// DirEntry is one name of a listing and what it is, a final link not followed.
+type DirEntry struct {
+	Name string
+	Kind Kind
+}
+
+// List lists the directory at p (links followed) with the kind of each name, under
+// the caps of ReadDir.
+func (h *Host) List(p string) (*Listing, error) {
+	r, err := h.resolve("read directory", p, true)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := h.fs.listKinds(r)
+	if err != nil {
+		return nil, h.pathErr("read directory", p, err)
+	}
+	slices.SortFunc(ents, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	h.remember(r)
+	return &Listing{h: h, path: r, ents: ents}, nil
+}
+
+// Path returns the directory's path, links resolved.
+func (d *Listing) Path() string { return d.path }
+
+// Entries returns the listing, sorted by name; it must not be changed.
+func (d *Listing) Entries() []DirEntry { return d.ents }
+
+func (d *Listing) join(name string) string {
+	if d.path == "/" {
+		return "/" + name
+	}
+	return d.path + "/" + name
+}
+
+func (d *Listing) kind(name string) (Kind, bool) {
+	i, ok := slices.BinarySearchFunc(d.ents, name, func(e DirEntry, n string) int { return strings.Compare(e.Name, n) })
+	if !ok {
+		return 0, false
+	}
+	return d.ents[i].Kind, true
+}
+
+// Has reports whether name is listed.
+func (d *Listing) Has(name string) bool {
+	_, ok := d.kind(name)
+	return ok
+}
+
+// isName reports whether name is one name of the directory, not a path below it.
+func isName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+}
+
+// ReadFile returns the contents of the file name in the directory, as Host.ReadFile
+// does.
+func (d *Listing) ReadFile(name string) ([]byte, error) {
+	p := d.join(name)
+	if !isName(name) {
+		return d.h.ReadFile(p)
+	}
+	k, ok := d.kind(name)
+	if !ok {
+		return nil, d.h.pathErr("read", p, d.h.fs.missing())
+	}
+	if k == File {
+		if b, err := d.h.fs.readListed(p); err == nil {
+			return b, nil
+		}
+	}
+	return d.h.ReadFile(p)
+}
+
+// ReadString is ReadFile without surrounding white space, as Host.ReadString.
+func (d *Listing) ReadString(name string) (string, error) {
+	b, err := d.ReadFile(name)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Realpath returns the path of name in the directory with every link resolved, as
+// Host.Realpath does.
+func (d *Listing) Realpath(name string) (string, error) {
+	p := d.join(name)
+	if !isName(name) {
+		return d.h.Realpath(p)
+	}
+	k, ok := d.kind(name)
+	switch {
+	case !ok:
+		return "", d.h.pathErr("resolve", p, d.h.fs.missing())
+	case k == File:
+		return p, nil
+	case k == Dir:
+		d.h.remember(p)
+		return p, nil
+	case k != Link:
+		return d.h.Realpath(p)
+	}
+	target, err := d.h.fs.readlink(p)
+	if err != nil {
+		return d.h.Realpath(p)
+	}
+	return d.h.follow("resolve", p, d.path, target)
+}
+
+// LinkBase returns the last component of the resolved target of the link name, as
+// Host.LinkBase does: "" and no error when there is no such name.
+func (d *Listing) LinkBase(name string) (string, error) {
+	r, err := d.Realpath(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return path.Base(r), nil
+}
+
+// follow resolves the target of the link at orig, which lies in the real directory
+// dir, as walk would once it has read that link. Every component of the result was
+// looked at on the way or is a directory known to be real, so unlike Realpath it does
+// not look at where it ends again.
+func (h *Host) follow(op, orig, dir, target string) (string, error) {
+	if target == "" {
+		return "", h.pathErr(op, orig, fmt.Errorf("empty symbolic link %s", orig))
+	}
+	cur := dir
+	if strings.HasPrefix(target, "/") {
+		cur = "/"
+	}
+	if escapes(cur, target) {
+		return "", h.pathErr(op, orig, fmt.Errorf("%w: %s -> %s", ErrEscapesRoot, orig, target))
+	}
+	return h.walkFrom(op, orig, cur, splitPath(target), true, 1)
+}
