@@ -36,7 +36,7 @@ listed as well as those on nvidia.`,
   gpusplit inventory -o json | jq '.gpus[] | {address, numa_node, driver}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, inv, err := g.inventory()
+			h, inv, err := g.inventoryOfGPUs()
 			if err != nil {
 				return err
 			}

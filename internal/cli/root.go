@@ -75,6 +75,16 @@ func (g *globals) selectors() ([]pci.Selector, error) {
 
 // inventory opens the host and builds its inventory with --devices, printing warnings.
 func (g *globals) inventory() (*host.Host, *inventory.Inventory, error) {
+	return g.inventoryWith(inventory.Build)
+}
+
+// inventoryOfGPUs is inventory for the commands that show the GPUs alone, which read
+// the other devices briefly (inventory.BuildGPUs).
+func (g *globals) inventoryOfGPUs() (*host.Host, *inventory.Inventory, error) {
+	return g.inventoryWith(inventory.BuildGPUs)
+}
+
+func (g *globals) inventoryWith(build func(*host.Host, []pci.Selector) (*inventory.Inventory, error)) (*host.Host, *inventory.Inventory, error) {
 	sels, err := g.selectors()
 	if err != nil {
 		return nil, nil, err
@@ -83,7 +93,7 @@ func (g *globals) inventory() (*host.Host, *inventory.Inventory, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	inv, err := inventory.Build(h, sels)
+	inv, err := build(h, sels)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -68,7 +68,30 @@ type GPU struct {
 
 // Build scans h. sels chooses which devices count as GPUs (none: the default rule).
 func Build(h *host.Host, sels []pci.Selector) (*Inventory, error) {
-	tree, err := pci.Scan(h, pciids.Default())
+	return build(h, sels, nil)
+}
+
+// BuildGPUs is Build for a command that shows the GPUs alone (inventory, topo): only
+// the devices that move with a GPU (its functions, the other devices of its IOMMU
+// group) are read in full, the others briefly (pci.ScanFor). The GPUs are chosen from
+// what the brief read gives, which is all that choosing them looks at.
+func BuildGPUs(h *host.Host, sels []pci.Selector) (*Inventory, error) {
+	return build(h, sels, func(t *pci.Tree) []*pci.Device {
+		gpus, err := pci.GPUs(t, sels)
+		if err != nil {
+			return t.Devices // the same error comes again from the full tree
+		}
+		var out []*pci.Device
+		for _, g := range gpus {
+			out = append(out, t.Slot(g.Address)...)
+			out = append(out, t.Group(g.IOMMUGroup)...)
+		}
+		return out
+	})
+}
+
+func build(h *host.Host, sels []pci.Selector, detail func(*pci.Tree) []*pci.Device) (*Inventory, error) {
+	tree, err := pci.ScanFor(h, pciids.Default(), detail)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,9 @@ var idFallbacks = []struct {
 // missing is taken from the first of uevent, modalias and config that gives it, and the
 // device is an error only when none of them gives vendor, device and class. Garbage in
 // an optional attribute is warned about through warn and taken as 0, as before.
-func readIdentity(dir *host.Listing, a Address, warn func(error, string)) (identity, error) {
+//
+// A brief read (full false) leaves the subsystem ids and the revision at 0.
+func readIdentity(dir *host.Listing, a Address, warn func(error, string), full bool) (identity, error) {
 	required := []*idField{{name: "vendor", bits: 16}, {name: "device", bits: 16}, {name: "class", bits: 24}}
 	optional := []*idField{{name: "subsystem_vendor", bits: 16}, {name: "subsystem_device", bits: 16}, {name: "revision", bits: 8}}
 	missing := false
@@ -77,6 +79,9 @@ func readIdentity(dir *host.Listing, a Address, warn func(error, string)) (ident
 	}
 	var bad []func() // warned about once the device is known to be kept
 	for _, f := range optional {
+		if !full {
+			break
+		}
 		v, err := readHex(dir, f.name, f.bits)
 		switch {
 		case err == nil:

@@ -1,0 +1,77 @@
+package pci_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/cpuset"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/samplehost"
+)
+
+// The brief read of a device is its full read without what ScanFor leaves for the
+// detailed ones; the detailed ones are read in full; the warnings of what was read come
+// in address order.
+func TestScanForReadsInFullWhatDetailPicks(t *testing.T) {
+	dir := t.TempDir()
+	if err := samplehost.Unpack(dir); err != nil {
+		t.Fatal(err)
+	}
+	// Garbage in two attributes that a brief read reads, and one it does not.
+	for p, v := range map[string]string{
+		"sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/numa_node":          "many\n",
+		"sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/current_link_width": "wide\n",
+		"sys/devices/pci0000:60/0000:60:00.0/numa_node":                       "none\n",
+		"sys/devices/pci0000:60/0000:60:00.0/max_link_width":                  "wide\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := host.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := pci.Scan(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := pci.Address{Bus: 0x01}
+	var asked *pci.Tree
+	h2, _ := host.Open(dir)
+	brief, err := pci.ScanFor(h2, nil, func(t *pci.Tree) []*pci.Device {
+		asked = t
+		return t.Slot(gpu)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked == nil || len(asked.Devices) != len(full.Devices) {
+		t.Fatalf("detail was given %v", asked)
+	}
+	for i, f := range full.Devices {
+		b := brief.Devices[i]
+		want := *f
+		if f.Address.Bus != gpu.Bus {
+			want.SubVendorID, want.SubDeviceID, want.Revision = 0, 0, 0
+			want.DriverOverride, want.LocalCPUs, want.Link, want.BARs = "", cpuset.Set{}, pci.Link{}, nil
+		}
+		if !reflect.DeepEqual(&want, b) {
+			t.Errorf("%s:\n got %+v\nwant %+v", f.Address, b, &want)
+		}
+	}
+	wantWarnings := []string{
+		`0000:01:00.0: current_link_width holds "wide", not a lane count; link taken as unknown`,
+		`0000:60:00.0: numa_node holds "none", not a node number; NUMA node taken as unknown`,
+		`0000:81:00.0: numa_node holds "many", not a node number; NUMA node taken as unknown`,
+	}
+	if !reflect.DeepEqual(brief.Warnings, wantWarnings) {
+		t.Errorf("warnings:\n%q\nwant\n%q", brief.Warnings, wantWarnings)
+	}
+	if len(full.Warnings) != 4 {
+		t.Errorf("the full scan warns of %q", full.Warnings)
+	}
+}
