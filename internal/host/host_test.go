@@ -137,6 +137,14 @@ func hosts(t *testing.T, entries []treeEntry) map[string]*Host {
 		t.Fatal(err)
 	}
 	out["file"] = h
+	// And the archive under a folder, packed as the sample host is embedded.
+	pack, err := Pack(out["tar.gz host1/"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out["pack"], err = OpenPacked("pack", string(pack)); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 

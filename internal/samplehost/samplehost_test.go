@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/host"
 )
 
 var update = flag.Bool("update", false, "rewrite kpro6.tar.gz from its description")
@@ -23,8 +25,19 @@ func TestArchiveIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h, err := host.OpenArchive(Name, bytes.NewReader(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPack, err := host.Pack(h)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if *update {
 		if err := os.WriteFile("kpro6.tar.gz", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("kpro6.pack", wantPack, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -32,6 +45,9 @@ func TestArchiveIsCurrent(t *testing.T) {
 	// Compare the tar streams: gzip's bytes may differ between Go releases.
 	if !bytes.Equal(untar(t, want), untar(t, archive)) {
 		t.Fatal("kpro6.tar.gz is out of date with its description; run: go generate ./internal/samplehost")
+	}
+	if string(wantPack) != pack {
+		t.Fatal("kpro6.pack is out of date with its description; run: go generate ./internal/samplehost")
 	}
 }
 
