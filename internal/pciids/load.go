@@ -76,6 +76,15 @@ func readFile(p string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxFileBytes || fi.Size() == 0 {
+		return "", nil // swapped since: read as an empty file
+	}
+	if s, ok := mapFile(f, fi.Size()); ok {
+		return s, nil
+	}
 	b := make([]byte, fi.Size())
 	n, err := io.ReadFull(f, b)
 	if err != nil && err != io.ErrUnexpectedEOF {

@@ -16,12 +16,22 @@ type DB struct {
 	subclasses map[uint16]string // class<<8 | subclass
 	progIfs    map[uint32]string // class<<16 | subclass<<8 | prog-if
 
-	// A DB made by index knows its vendors and classes at once, and finds a device or
-	// a subsystem by reading its vendor's blocks of text at its first lookup, keeping
-	// the answer ("" for none) in devices or subsystems: a run names a few dozen
-	// devices of a file that lists tens of thousands, so it parses none of the others.
-	mu     sync.Mutex
-	blocks map[uint16][]string
+	// A DB made by index knows where its vendors' blocks of text lie and its classes,
+	// and finds a vendor, a device or a subsystem by reading those blocks at its first
+	// lookup, keeping the answer ("" for none) in vendors, devices or subsystems: a run
+	// names a few dozen devices of a file that lists tens of thousands, so it parses
+	// none of the others, and makes no map of thousands of vendors.
+	mu      sync.Mutex
+	indexed bool
+	blocks  []block             // every vendor's, in the order of the file
+	read    map[uint16][]device // the devices of the vendors looked up so far
+}
+
+// block is a vendor's line and the nested lines under it, up to the next top-level line.
+type block struct {
+	vendor uint16
+	name   string
+	text   string
 }
 
 // Parse reads a pci.ids file. It returns an error only when reading r
@@ -146,16 +156,20 @@ func parse(s string) *DB {
 
 // index reads s as parse does, but parses only its top-level lines and the classes;
 // each vendor's block (its line and the nested lines under it, up to the next
-// top-level line) is kept as text, for [DB.load].
+// top-level line) is kept as text, for the lookups.
 func index(s string) *DB {
 	db := newDB()
-	db.blocks = make(map[uint16][]string)
+	db.indexed = true
+	db.read = map[uint16][]device{}
+	db.blocks = make([]block, 0, len(s)/512) // the upstream file has a vendor per 540 bytes
 	var classText []string
-	start, kind, vendor := 0, inNone, uint16(0)
+	start, kind := 0, inNone
+	var vendor uint16
+	var name string
 	closeBlock := func(end int) {
 		switch kind {
 		case inVendor:
-			db.blocks[vendor] = append(db.blocks[vendor], s[start:end])
+			db.blocks = append(db.blocks, block{vendor: vendor, name: name, text: s[start:end]})
 		case inClass:
 			classText = append(classText, s[start:end])
 		}
@@ -179,9 +193,8 @@ func index(s string) *DB {
 					if _, _, ok := idName(rest, 2); ok {
 						kind = inClass
 					}
-				} else if v, name, ok := idName(line, 4); ok {
-					kind, vendor = inVendor, uint16(v)
-					addFirst(db.vendors, vendor, name)
+				} else if v, n, ok := idName(line, 4); ok {
+					kind, vendor, name = inVendor, uint16(v), n
 				}
 			}
 		}
@@ -195,81 +208,111 @@ func index(s string) *DB {
 	return db
 }
 
-// lines calls fn with each line of a vendor's block past its first, as parse reads it
-// (a CR ends a line; blank lines and comments are skipped), with its depth in tabs,
-// until fn returns false.
-func lines(block string, fn func(nest int, p string) bool) {
-	if i := strings.IndexByte(block, '\n'); i >= 0 {
-		block = block[i+1:]
-	} else {
-		return
+// findVendor returns the name parse gives a vendor: that of its first line.
+func findVendor(blocks []block, vendor uint16) string {
+	for _, b := range blocks {
+		if b.vendor == vendor {
+			return b.name
+		}
 	}
-	for len(block) > 0 {
-		line := block
-		if i := strings.IndexByte(block, '\n'); i >= 0 {
-			line, block = block[:i], block[i+1:]
-		} else {
-			block = ""
-		}
-		if i := strings.IndexByte(line, '\r'); i >= 0 {
-			line = line[:i]
-		}
-		if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
+	return ""
+}
+
+// device is a device line of a vendor's block and the text of the lines under it.
+type device struct {
+	id   uint16
+	name string
+	subs string
+}
+
+// devicesOf reads the device lines of a vendor's blocks, in order, as parse reads them:
+// a CR ends a line, blank lines and comments are skipped, a line of one tab is a device
+// (or, when it is not one, ends the lines of the one before), deeper lines belong to the
+// device above.
+func devicesOf(blocks []block, vendor uint16) []device {
+	var out []device
+	for _, b := range blocks {
+		if b.vendor != vendor {
 			continue
 		}
-		nest := 0
-		for nest < len(line) && line[nest] == '\t' {
-			nest++
+		text := b.text
+		at := strings.IndexByte(text, '\n') + 1
+		if at == 0 {
+			continue
 		}
-		if !fn(nest, line[nest:]) {
-			return
-		}
-	}
-}
-
-// findDevice returns the name parse gives a device in a vendor's blocks: the first
-// device line with its id; "" when none has.
-func findDevice(blocks []string, device uint16) string {
-	var found string
-	for _, b := range blocks {
-		lines(b, func(nest int, p string) bool {
-			if nest == 1 {
-				if d, name, ok := idName(p, 4); ok && uint16(d) == device {
-					found = name
+		cr := strings.IndexByte(text, '\r') >= 0 // rare: looked for in each line only then
+		cur, from := -1, 0                       // the device whose lines are being read, and where they start
+		for at < len(text) {
+			line, next := text[at:], len(text)
+			if i := strings.IndexByte(line, '\n'); i >= 0 {
+				line, next = line[:i], at+i+1
+			}
+			// Only a line of one tab can be a device's or end one's lines; most lines
+			// are two tabs deep, and are passed over without a look.
+			if len(line) > 1 && line[0] == '\t' && line[1] != '\t' {
+				if cr {
+					if i := strings.IndexByte(line, '\r'); i >= 0 {
+						line = line[:i]
+					}
+				}
+				if t := strings.TrimLeft(line, " \t"); t != "" && t[0] != '#' {
+					if cur >= 0 {
+						out[cur].subs = text[from:at]
+					}
+					cur = -1
+					if d, name, ok := idName(line[1:], 4); ok {
+						out = append(out, device{id: uint16(d), name: name})
+						cur, from = len(out)-1, next
+					}
 				}
 			}
-			return found == ""
-		})
-		if found != "" {
-			break
+			at = next
+		}
+		if cur >= 0 {
+			out[cur].subs = text[from:]
 		}
 	}
-	return found
+	return out
 }
 
-// findSubsystem returns the name parse gives a subsystem of a device in a vendor's
-// blocks: the first subsystem line with its ids under a device line of the device.
-func findSubsystem(blocks []string, device, subVendor, subDevice uint16) string {
-	var found string
-	for _, b := range blocks {
-		under := false // under a line of the device
-		lines(b, func(nest int, p string) bool {
-			switch nest {
-			case 1:
-				d, _, ok := idName(p, 4)
-				under = ok && uint16(d) == device
-			case 2:
-				if sv, sd, name, ok := subsystemName(p); ok && under && sv == subVendor && sd == subDevice {
-					found = name
-				}
+// findSubsystem returns the name parse gives a subsystem in the lines under a device's
+// lines: the first subsystem line (two tabs deep) with its ids.
+func findSubsystem(devs []device, id, subVendor, subDevice uint16) string {
+	for _, d := range devs {
+		if d.id != id {
+			continue
+		}
+		for text := d.subs; text != ""; {
+			line := text
+			if i := strings.IndexByte(text, '\n'); i >= 0 {
+				line, text = text[:i], text[i+1:]
+			} else {
+				text = ""
 			}
-			return found == ""
-		})
-		if found != "" {
-			break
+			if i := strings.IndexByte(line, '\r'); i >= 0 {
+				line = line[:i]
+			}
+			// A deeper line is none: subsystemName refuses its third tab.
+			p, ok := strings.CutPrefix(line, "\t\t")
+			if !ok {
+				continue
+			}
+			if sv, sd, name, ok := subsystemName(p); ok && sv == subVendor && sd == subDevice {
+				return name
+			}
 		}
 	}
-	return found
+	return ""
+}
+
+// devices returns a vendor's devices, read at its first lookup; the caller holds db.mu.
+func (db *DB) devicesOf(vendor uint16) []device {
+	devs, ok := db.read[vendor]
+	if !ok {
+		devs = devicesOf(db.blocks, vendor)
+		db.read[vendor] = devs
+	}
+	return devs
 }
 
 // addFirst sets m[k] = v unless k is already there.
@@ -335,8 +378,18 @@ func (db *DB) Vendor(vendor uint16) (string, bool) {
 	if db == nil {
 		return "", false
 	}
+	if !db.indexed {
+		name, ok := db.vendors[vendor]
+		return name, ok
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
 	name, ok := db.vendors[vendor]
-	return name, ok
+	if !ok {
+		name = findVendor(db.blocks, vendor)
+		db.vendors[vendor] = name
+	}
+	return name, name != ""
 }
 
 // Device returns the name of a vendor's device.
@@ -348,8 +401,13 @@ func (db *DB) Device(vendor, device uint16) (string, bool) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	name, ok := db.devices[key]
-	if !ok && db.blocks != nil {
-		name = findDevice(db.blocks[vendor], device)
+	if !ok && db.indexed {
+		for _, d := range db.devicesOf(vendor) {
+			if d.id == device {
+				name = d.name
+				break
+			}
+		}
 		db.devices[key] = name // "" remembers that it is not there
 	}
 	return name, name != ""
@@ -365,8 +423,8 @@ func (db *DB) Subsystem(vendor, device, subVendor, subDevice uint16) (string, bo
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	name, ok := db.subsystems[key]
-	if !ok && db.blocks != nil {
-		name = findSubsystem(db.blocks[vendor], device, subVendor, subDevice)
+	if !ok && db.indexed {
+		name = findSubsystem(db.devicesOf(vendor), device, subVendor, subDevice)
 		db.subsystems[key] = name
 	}
 	return name, name != ""

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -369,19 +370,24 @@ func TestNamesChain(t *testing.T) {
 // loaded parses every vendor of an indexed DB into its maps, for the tests that read
 // them; the lookups it had cached, misses among them, are dropped first.
 func loaded(db *DB) *DB {
+	if !db.indexed {
+		return db
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	clear(db.vendors)
 	clear(db.devices)
 	clear(db.subsystems)
-	for _, blocks := range db.blocks {
-		for _, b := range blocks {
-			part := parse(b)
-			for k, name := range part.devices {
-				addFirst(db.devices, k, name)
-			}
-			for k, name := range part.subsystems {
-				addFirst(db.subsystems, k, name)
-			}
+	for _, b := range db.blocks {
+		part := parse(b.text)
+		for k, name := range part.vendors {
+			addFirst(db.vendors, k, name)
+		}
+		for k, name := range part.devices {
+			addFirst(db.devices, k, name)
+		}
+		for k, name := range part.subsystems {
+			addFirst(db.subsystems, k, name)
 		}
 	}
 	return db
@@ -683,7 +689,7 @@ func TestLoadSystemAndDefault(t *testing.T) {
 		}
 		// Every pci.ids has NVIDIA: one that yields no vendor 10de was not understood.
 		if _, ok := db.Vendor(0x10de); !ok {
-			t.Errorf("system file %s parsed to %d vendors, none of them 10de", path, len(db.vendors))
+			t.Errorf("system file %s parsed to %d vendors, none of them 10de", path, len(loaded(db).vendors))
 		}
 		if !strings.Contains(strings.Join(SystemPaths(), "\n"), path) {
 			t.Errorf("LoadSystem path %q not in SystemPaths", path)
@@ -772,6 +778,7 @@ func TestIndexEqualsParse(t *testing.T) {
 	texts := map[string]string{
 		"embedded": embedded,
 		"quirks": "# comment\n10de  NVIDIA\r\n\t2bb1  GB202GL\n\t\t10de 204b  RTX PRO 6000\n\n\t# nested comment\n" +
+			"\t2bb5  GB202GL\n\tzzzz  not a device\n\t\t10de 0001  under no device\n\t\t\t10de 0002  too deep\n" +
 			" 1022  spaced\n\t0002  under spaced\n\r\nzzzz  not a vendor\n\t0001  lost device\n" +
 			"C 03  Display controller\n\t00  VGA compatible controller\n\t\t00  VGA controller\n" +
 			"10de  NVIDIA again\n\t2bb1  second name\n\t2230  GA102GL\n\t\t10de 1459  RTX A6000\n" +
@@ -818,13 +825,18 @@ func TestIndexEqualsParse(t *testing.T) {
 			if g, ok := got.Device(v, 0xfffe); ok != (want.devices[uint32(v)<<16|0xfffe] != "") {
 				t.Errorf("%s: device %04x:fffe: %q", name, v, g)
 			}
+			if g, _ := got.Vendor(v); g != want.vendors[v] {
+				t.Errorf("%s: vendor %04x: %q, want %q", name, v, g, want.vendors[v])
+			}
+			if g, ok := got.Vendor(v ^ 1); ok != (want.vendors[v^1] != "") {
+				t.Errorf("%s: vendor %04x: %q", name, v^1, g)
+			}
 		}
 		for _, c := range []struct {
 			what     string
 			got, exp int
 			same     bool
 		}{
-			{"vendors", len(got.vendors), len(want.vendors), maps.Equal(got.vendors, want.vendors)},
 			{"classes", len(got.classes), len(want.classes), maps.Equal(got.classes, want.classes)},
 			{"subclasses", len(got.subclasses), len(want.subclasses), maps.Equal(got.subclasses, want.subclasses)},
 			{"prog-ifs", len(got.progIfs), len(want.progIfs), maps.Equal(got.progIfs, want.progIfs)},
@@ -834,10 +846,24 @@ func TestIndexEqualsParse(t *testing.T) {
 			}
 		}
 		if name == "quirks" {
+			// Every subsystem the text names, under every device of every vendor.
+			for _, m := range regexp.MustCompile(`\t\t([0-9a-f]{4}) ([0-9a-f]{4})`).FindAllStringSubmatch(text, -1) {
+				sv, _ := hex(m[1])
+				sd, _ := hex(m[2])
+				for v := range want.vendors {
+					for _, d := range []uint16{0x2bb1, 0x2bb5, 0x2230, 0x0002, 0x1234} {
+						g, _ := got.Subsystem(v, d, uint16(sv), uint16(sd))
+						key := uint64(v)<<48 | uint64(d)<<32 | uint64(sv)<<16 | uint64(sd)
+						if w := want.subsystems[key]; g != w {
+							t.Errorf("quirks: subsystem %016x: %q, want %q", key, g, w)
+						}
+					}
+				}
+			}
 			if n, _ := got.Device(0x10de, 0x2bb1); n != "GB202GL" {
 				t.Errorf("quirks: the first name of a device listed twice is %q", n)
 			}
-			if len(want.devices) != 3 || len(want.classes) != 2 {
+			if len(want.devices) != 4 || len(want.classes) != 2 {
 				t.Errorf("quirks: parse found %d devices, %d classes: the quirks are not what the test means", len(want.devices), len(want.classes))
 			}
 		}
