@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gpusplit/gpusplit/internal/cpuset"
 	"github.com/gpusplit/gpusplit/internal/host"
@@ -112,10 +115,9 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 			junk = append(junk, e.Name)
 			continue
 		}
-		r := read{name: e.Name, a: a}
-		readAt(&r, detail == nil)
-		reads = append(reads, r)
+		reads = append(reads, read{name: e.Name, a: a})
 	}
+	inTurn(len(reads), func(i int) { readAt(&reads[i], detail == nil) })
 	var devs []*Device
 	for _, r := range reads {
 		if r.dev != nil {
@@ -127,15 +129,17 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		for _, d := range detail(NewTree(devs, nil)) {
 			want[d.Address] = true
 		}
+		var again []int
+		for i, r := range reads {
+			if r.dev != nil && want[r.a] {
+				again = append(again, i)
+			}
+		}
+		inTurn(len(again), func(i int) { readAt(&reads[again[i]], true) })
 		devs = devs[:0]
-		for i := range reads {
-			if r := &reads[i]; r.dev != nil {
-				if want[r.a] {
-					readAt(r, true)
-				}
-				if r.dev != nil {
-					devs = append(devs, r.dev)
-				}
+		for _, r := range reads {
+			if r.dev != nil {
+				devs = append(devs, r.dev)
 			}
 		}
 	}
@@ -163,6 +167,35 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		t.Warnings = append([]string{fmt.Sprintf("%s: every member is under %s/, so %s/ is read as the root", h.Root(), top, top)}, t.Warnings...)
 	}
 	return NewTree(devs, t.Warnings), nil
+}
+
+// readers is how many devices are read at once. Reading a device is waiting on the
+// kernel (a dozen system calls, nothing to compute), so two readers take about half
+// the time on a machine of two CPUs or more; one alone reads a host of a few devices.
+const (
+	readers     = 2
+	readersFrom = 16 // devices
+)
+
+// inTurn calls read(i) for every i below n, on readers goroutines when n is large
+// enough and the process may run that many at once. Each call writes only its own i.
+func inTurn(n int, read func(i int)) {
+	if n < readersFrom || runtime.GOMAXPROCS(0) < readers {
+		for i := range n {
+			read(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				read(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // maxWarnings bounds the warnings of a scan: past it they are counted, not kept, so
