@@ -7,12 +7,13 @@ import (
 
 // listDir lists the directory at name with what each name is, from the type that
 // getdents gives with each name (lstat only where the file system gives none): open,
-// getdents until it returns nothing, close. It fails past limit names.
+// getdents until it returns nothing, close. It fails past limit names, and on a link
+// at name (ELOOP): the caller resolves it first.
 func listDir(name string, limit int) ([]DirEntry, error) {
 	var fd int
 	var err error
 	for {
-		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_NOFOLLOW, 0)
 		if err != syscall.EINTR {
 			break
 		}

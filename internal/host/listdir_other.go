@@ -5,10 +5,17 @@ package host
 import (
 	"io"
 	"io/fs"
+	"syscall"
 )
 
 // listDir lists the directory at name with what each name is; it fails past limit names.
 func listDir(name string, limit int) ([]DirEntry, error) {
+	// A link at name is never followed: the caller resolves it first.
+	if k, err := lstatKind(name); err != nil {
+		return nil, err
+	} else if k != Dir {
+		return nil, syscall.ENOTDIR
+	}
 	f, err := openDir(name)
 	if err != nil {
 		return nil, err

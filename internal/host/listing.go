@@ -138,6 +138,30 @@ func (d *Listing) Realpath(name string) (string, error) {
 	return d.h.follow("resolve", p, d.path, target)
 }
 
+// ListTarget lists the directory that name leads to, as List(Realpath(name)) does,
+// less a look at where the link ends before the listing opens it: that open refuses a
+// link or anything but a directory there, and the path is then resolved and listed step
+// by step, as List does.
+func (d *Listing) ListTarget(name string) (*Listing, error) {
+	if k, ok := d.kind(name); ok && k == Link && isName(name) {
+		p := d.join(name)
+		if target, err := d.h.fs.readlink(p); err == nil {
+			if r, err := d.h.lead("resolve", p, d.path, target); err == nil {
+				if ents, err := d.h.fs.listKinds(r); err == nil {
+					slices.SortFunc(ents, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
+					d.h.remember(r)
+					return &Listing{h: d.h, path: r, ents: ents}, nil
+				}
+			}
+		}
+	}
+	r, err := d.Realpath(name)
+	if err != nil {
+		return nil, err
+	}
+	return d.h.List(r)
+}
+
 // LinkBase returns the last component of the resolved target of the link name, as
 // Host.LinkBase does: "" and no error when there is no such name.
 func (d *Listing) LinkBase(name string) (string, error) {
@@ -167,4 +191,17 @@ func (h *Host) follow(op, orig, dir, target string) (string, error) {
 		return "", h.pathErr(op, orig, fmt.Errorf("%w: %s -> %s", ErrEscapesRoot, orig, target))
 	}
 	return h.walkFrom(op, orig, cur, splitPath(target), true, 1)
+}
+
+// lead is follow with the last component of the target left as it is: where the link
+// leads, if nothing there is a link.
+func (h *Host) lead(op, orig, dir, target string) (string, error) {
+	if target == "" || escapes(dir, target) {
+		return "", h.pathErr(op, orig, errors.New("not a plain link"))
+	}
+	cur := dir
+	if strings.HasPrefix(target, "/") {
+		cur = "/"
+	}
+	return h.walkFrom(op, orig, cur, splitPath(target), false, 1)
 }

@@ -216,14 +216,11 @@ func (t *Tree) warnf(format string, args ...any) {
 // one it has costs an open, a read and a close (host.Listing).
 // It returns what it warned of; a brief read (full false) reads what ScanFor says.
 func readDevice(h *host.Host, devices *host.Listing, name string, a Address, names pciids.Names, full bool) (*Device, []string, error) {
-	real, err := devices.Realpath(name)
+	dir, err := devices.ListTarget(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := h.List(real)
-	if err != nil {
-		return nil, nil, err
-	}
+	real := dir.Path()
 	d := &Device{Address: a, Path: real, IOMMUGroup: -1, NUMANode: -1}
 	var warns []string
 
