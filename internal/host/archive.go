@@ -362,22 +362,22 @@ func (a *archiveBackend) readlink(p string) (string, error) {
 	return e.target, nil
 }
 
-func (a *archiveBackend) listKinds(p string) ([]DirEntry, error) {
+func (a *archiveBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 	i, ok := a.e.lookup(p)
 	switch {
 	case !ok:
-		return nil, fs.ErrNotExist
+		return nil, nil, fs.ErrNotExist
 	case a.e.at(i).kind != Dir:
-		return nil, syscall.ENOTDIR
+		return nil, nil, syscall.ENOTDIR
 	}
 	d := a.e.at(i)
 	if n, limit := int(d.count), dirCap(p); n > limit {
-		return nil, tooManyEntries(limit)
+		return nil, nil, tooManyEntries(limit)
 	}
 	out := make([]DirEntry, 0, d.count)
 	for _, k := range a.e.kids[d.first : d.first+d.count] {
 		n := a.e.at(k)
 		out = append(out, DirEntry{Name: n.path[strings.LastIndexByte(n.path, '/')+1:], Kind: n.kind})
 	}
-	return out, nil
+	return out, nil, nil
 }

@@ -193,17 +193,49 @@ func (d dirBackend) readListed(p string) ([]byte, error) {
 	return b, nil
 }
 
-func (d dirBackend) listKinds(p string) ([]DirEntry, error) {
+func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 	if err := d.spent.check(); err != nil {
+		return nil, nil, err
+	}
+	// A directory of /sys stays open for its files to be read through it.
+	keep := strings.HasPrefix(p, "/sys/")
+	ents, fd, err := listDir(d.abs(p), dirCap(p), keep)
+	d.spent.entries.Add(int64(len(ents)))
+	if err == nil {
+		err = d.spent.check()
+	}
+	if err != nil {
+		if fd >= 0 {
+			closeFD(fd)
+		}
+		return nil, nil, err
+	}
+	if fd < 0 {
+		return ents, nil, nil
+	}
+	return ents, &sysDir{fd: fd, spent: d.spent}, nil
+}
+
+// sysDir is a listed directory of /sys, open.
+type sysDir struct {
+	fd    int
+	spent *spent
+}
+
+func (s *sysDir) readShort(name, p string) ([]byte, error) {
+	if err := s.spent.check(); err != nil {
 		return nil, err
 	}
-	ents, err := listDir(d.abs(p), dirCap(p))
-	d.spent.entries.Add(int64(len(ents)))
+	b, err := readShortAt(s.fd, name, capOf(p))
+	if err == nil {
+		err = s.spent.read(len(b))
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := d.spent.check(); err != nil {
-		return nil, err
-	}
-	return ents, nil
+	return b, nil
 }
+
+func (s *sysDir) readlink(name string) (string, error) { return readlinkAt(s.fd, name) }
+
+func (s *sysDir) close() { closeFD(s.fd) }

@@ -58,8 +58,9 @@ type backend interface {
 	readLeaf(p string) ([]byte, error)
 	open(p string) (io.ReadCloser, error)
 	readDir(p string) ([]string, error)
-	// listKinds is readDir with what each name is, a final link not followed.
-	listKinds(p string) ([]DirEntry, error)
+	// listKinds is readDir with what each name is, a final link not followed, and
+	// what reads the directory's files by name while it stays open (nil for none).
+	listKinds(p string) ([]DirEntry, dirHandle, error)
 	// readListed is readFile of a path that a listing has just shown to be a regular
 	// file, under /sys: a short read is the whole file (see readShort).
 	readListed(p string) ([]byte, error)
@@ -67,6 +68,15 @@ type backend interface {
 	readlink(p string) (string, error)
 	// missing is the error of a path that is not there, as lstat gives it.
 	missing() error
+}
+
+// dirHandle reads the files of a listed directory by their names, relative to the
+// directory the listing opened: the kernel looks up one name, not the whole path.
+type dirHandle interface {
+	// readShort is readListed of the file name, whose path is p.
+	readShort(name, p string) ([]byte, error)
+	readlink(name string) (string, error)
+	close()
 }
 
 // errLeafIsLink is readLeaf's error for a link.

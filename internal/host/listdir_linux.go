@@ -7,11 +7,11 @@ import (
 
 // listDir lists the directory at name with what each name is, from the type that
 // getdents gives with each name (lstat only where the file system gives none): open,
-// getdents until it returns nothing, close. It fails past limit names, and on a link
-// at name (ELOOP): the caller resolves it first.
-func listDir(name string, limit int) ([]DirEntry, error) {
+// getdents until it returns nothing, close (or, with keep, the directory is left open
+// and its descriptor returned; else -1). It fails past limit names, and on a link at
+// name (ELOOP): the caller resolves it first.
+func listDir(name string, limit int, keep bool) (ents []DirEntry, dirfd int, err error) {
 	var fd int
-	var err error
 	for {
 		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_NOFOLLOW, 0)
 		if err != syscall.EINTR {
@@ -19,9 +19,14 @@ func listDir(name string, limit int) ([]DirEntry, error) {
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
-	defer syscall.Close(fd)
+	defer func() {
+		if !keep || err != nil {
+			syscall.Close(fd)
+			dirfd = -1
+		}
+	}()
 	var buf [8192]byte
 	var out []DirEntry
 	for {
@@ -30,16 +35,16 @@ func listDir(name string, limit int) ([]DirEntry, error) {
 		case err == syscall.EINTR:
 			continue
 		case err != nil:
-			return nil, err
+			return nil, -1, err
 		case n <= 0:
-			return out, nil
+			return out, fd, nil
 		}
 		// struct linux_dirent64: inode (8 bytes), offset (8), record length (2),
 		// type (1), then the name, ended by a NUL.
 		for off := 0; off+19 <= n; {
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
 			if reclen < 19 || off+reclen > n {
-				return nil, syscall.EIO
+				return nil, -1, syscall.EIO
 			}
 			raw := buf[off+19 : off+reclen]
 			typ := buf[off+18]
@@ -53,7 +58,7 @@ func listDir(name string, limit int) ([]DirEntry, error) {
 				continue
 			}
 			if len(out) == limit {
-				return nil, tooManyEntries(limit)
+				return nil, -1, tooManyEntries(limit)
 			}
 			var k Kind
 			switch typ {
@@ -65,7 +70,7 @@ func listDir(name string, limit int) ([]DirEntry, error) {
 				k = Link
 			case syscall.DT_UNKNOWN:
 				if k, err = lstatKind(name + "/" + nm); err != nil {
-					return nil, err
+					return nil, -1, err
 				}
 			default:
 				k = Other

@@ -9,16 +9,17 @@ import (
 )
 
 // listDir lists the directory at name with what each name is; it fails past limit names.
-func listDir(name string, limit int) ([]DirEntry, error) {
+// It keeps nothing open: keep is for Linux, where files are read through the directory.
+func listDir(name string, limit int, keep bool) ([]DirEntry, int, error) {
 	// A link at name is never followed: the caller resolves it first.
 	if k, err := lstatKind(name); err != nil {
-		return nil, err
+		return nil, -1, err
 	} else if k != Dir {
-		return nil, syscall.ENOTDIR
+		return nil, -1, syscall.ENOTDIR
 	}
 	f, err := openDir(name)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	defer f.Close()
 	var out []DirEntry
@@ -26,7 +27,7 @@ func listDir(name string, limit int) ([]DirEntry, error) {
 		batch, err := f.ReadDir(4096)
 		for _, e := range batch {
 			if len(out) == limit {
-				return nil, tooManyEntries(limit)
+				return nil, -1, tooManyEntries(limit)
 			}
 			k := Other
 			switch t := e.Type(); {
@@ -40,10 +41,10 @@ func listDir(name string, limit int) ([]DirEntry, error) {
 			out = append(out, DirEntry{Name: e.Name(), Kind: k})
 		}
 		if err == io.EOF || (err == nil && len(batch) == 0) {
-			return out, nil
+			return out, -1, nil
 		}
 		if err != nil {
-			return nil, unwrapOS(err)
+			return nil, -1, unwrapOS(err)
 		}
 	}
 }

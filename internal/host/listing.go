@@ -28,6 +28,7 @@ type Listing struct {
 	h    *Host
 	path string
 	ents []DirEntry
+	at   dirHandle // the directory, open, where the backend keeps it so
 }
 
 // DirEntry is one name of a listing and what it is, a final link not followed.
@@ -37,19 +38,37 @@ type DirEntry struct {
 }
 
 // List lists the directory at p (links followed) with the kind of each name, under
-// the caps of ReadDir.
+// the caps of ReadDir. A directory of /sys stays open for its files to be read through
+// it: Close the listing when done with it.
 func (h *Host) List(p string) (*Listing, error) {
 	r, err := h.resolve("read directory", p, true)
 	if err != nil {
 		return nil, err
 	}
-	ents, err := h.fs.listKinds(r)
+	l, err := h.list(r)
 	if err != nil {
 		return nil, h.pathErr("read directory", p, err)
 	}
+	return l, nil
+}
+
+// list lists the directory at r, a path free of links but perhaps in its last component.
+func (h *Host) list(r string) (*Listing, error) {
+	ents, at, err := h.fs.listKinds(r)
+	if err != nil {
+		return nil, err
+	}
 	slices.SortFunc(ents, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	h.remember(r)
-	return &Listing{h: h, path: r, ents: ents}, nil
+	return &Listing{h: h, path: r, ents: ents, at: at}, nil
+}
+
+// Close lets go of the directory, if the listing holds it open.
+func (d *Listing) Close() {
+	if d.at != nil {
+		d.at.close()
+		d.at = nil
+	}
 }
 
 // Path returns the directory's path, links resolved.
@@ -71,6 +90,20 @@ func (d *Listing) kind(name string) (Kind, bool) {
 		return 0, false
 	}
 	return d.ents[i].Kind, true
+}
+
+// KnowDirs makes the directories the listing shows known to the Host as real ones, so
+// that a path through them resolves without a look at each: for a directory whose
+// entries are all about to be reached through links, as /sys/kernel/iommu_groups is
+// from every device's iommu_group link.
+func (d *Listing) KnowDirs() {
+	d.h.mu.Lock()
+	defer d.h.mu.Unlock()
+	for _, e := range d.ents {
+		if e.Kind == Dir {
+			d.h.realDirs[d.join(e.Name)] = true
+		}
+	}
 }
 
 // Has reports whether name is listed.
@@ -96,7 +129,14 @@ func (d *Listing) ReadFile(name string) ([]byte, error) {
 		return nil, d.h.pathErr("read", p, d.h.fs.missing())
 	}
 	if k == File {
-		if b, err := d.h.fs.readListed(p); err == nil {
+		var b []byte
+		var err error
+		if d.at != nil {
+			b, err = d.at.readShort(name, p)
+		} else {
+			b, err = d.h.fs.readListed(p)
+		}
+		if err == nil {
 			return b, nil
 		}
 	}
@@ -131,11 +171,21 @@ func (d *Listing) Realpath(name string) (string, error) {
 	case k != Link:
 		return d.h.Realpath(p)
 	}
-	target, err := d.h.fs.readlink(p)
+	target, err := d.readlink(name)
 	if err != nil {
 		return d.h.Realpath(p)
 	}
 	return d.h.follow("resolve", p, d.path, target)
+}
+
+// readlink reads the link name, which the listing shows as one.
+func (d *Listing) readlink(name string) (string, error) {
+	if d.at != nil {
+		if t, err := d.at.readlink(name); err == nil {
+			return t, nil
+		}
+	}
+	return d.h.fs.readlink(d.join(name))
 }
 
 // ListTarget lists the directory that name leads to, as List(Realpath(name)) does,
@@ -145,12 +195,10 @@ func (d *Listing) Realpath(name string) (string, error) {
 func (d *Listing) ListTarget(name string) (*Listing, error) {
 	if k, ok := d.kind(name); ok && k == Link && isName(name) {
 		p := d.join(name)
-		if target, err := d.h.fs.readlink(p); err == nil {
+		if target, err := d.readlink(name); err == nil {
 			if r, err := d.h.lead("resolve", p, d.path, target); err == nil {
-				if ents, err := d.h.fs.listKinds(r); err == nil {
-					slices.SortFunc(ents, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
-					d.h.remember(r)
-					return &Listing{h: d.h, path: r, ents: ents}, nil
+				if l, err := d.h.list(r); err == nil {
+					return l, nil
 				}
 			}
 		}

@@ -67,11 +67,13 @@ func TestListingAnswersAsTheHost(t *testing.T) {
 					want = "error " + err.Error()
 				} else {
 					want = fmt.Sprint(sub.Path(), sub.Entries())
+					sub.Close()
 				}
 				if sub, err := l.ListTarget(e.Name); err != nil {
 					got = "error " + err.Error()
 				} else {
 					got = fmt.Sprint(sub.Path(), sub.Entries())
+					sub.Close()
 				}
 				same(t, hname, "ListTarget "+p, got, want)
 			}
@@ -80,6 +82,7 @@ func TestListingAnswersAsTheHost(t *testing.T) {
 				same(t, hname, "ReadFile "+p, str(l.ReadFile(name)), str(h.ReadFile(p)))
 				same(t, hname, "LinkBase "+p, pair(l.LinkBase(name)), pair(h.LinkBase(p)))
 			}
+			l.Close()
 		}
 	}
 }

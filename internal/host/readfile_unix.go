@@ -243,10 +243,18 @@ func lstatKind(name string) (Kind, error) {
 // cannot block, and the read is capped, so a file swapped for something else since the
 // listing is read no further than the cap.
 func readShort(name string, c fileCap) ([]byte, error) {
+	return readOpened(func() (int, error) { return syscall.Open(name, shortFlags, 0) }, c)
+}
+
+// shortFlags open a file for readShort: never blocking, never through a final link.
+const shortFlags = syscall.O_RDONLY | syscall.O_CLOEXEC | syscall.O_NONBLOCK | syscall.O_NOCTTY | syscall.O_NOFOLLOW
+
+// readOpened is readShort of the file that open opens.
+func readOpened(open func() (int, error), c fileCap) ([]byte, error) {
 	var fd int
 	var err error
 	for {
-		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_NOFOLLOW, 0)
+		fd, err = open()
 		if err != syscall.EINTR {
 			break
 		}

@@ -20,6 +20,9 @@ import (
 // DevicesDir is where the kernel lists every PCI function.
 const DevicesDir = "/sys/bus/pci/devices"
 
+// GroupsDir is where the kernel lists the IOMMU groups.
+const GroupsDir = "/sys/kernel/iommu_groups"
+
 // Tree is every PCI function of a host, in address order.
 type Tree struct {
 	Devices []*Device
@@ -91,6 +94,13 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 			return nil, fmt.Errorf("no PCI devices: %s is missing under root %s (is it a Linux machine's root or a gpusplit snapshot?)", DevicesDir, h.Root())
 		}
 		return nil, fmt.Errorf("listing PCI devices: %w", err)
+	}
+	defer list.Close()
+	// Every device's iommu_group link leads into this directory: one listing of it
+	// spares a look at each group on the way.
+	if groups, err := h.List(GroupsDir); err == nil {
+		groups.KnowDirs()
+		groups.Close()
 	}
 	t := &Tree{}
 	var junk []string
@@ -220,6 +230,7 @@ func readDevice(h *host.Host, devices *host.Listing, name string, a Address, nam
 	if err != nil {
 		return nil, nil, err
 	}
+	defer dir.Close()
 	real := dir.Path()
 	d := &Device{Address: a, Path: real, IOMMUGroup: -1, NUMANode: -1}
 	var warns []string

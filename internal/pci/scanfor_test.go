@@ -75,3 +75,31 @@ func TestScanForReadsInFullWhatDetailPicks(t *testing.T) {
 		t.Errorf("the full scan warns of %q", full.Warnings)
 	}
 }
+
+// A scan leaves no directory open: each listing holds one while its device is read.
+func TestScanClosesWhatItOpens(t *testing.T) {
+	dir := t.TempDir()
+	if err := samplehost.Unpack(dir); err != nil {
+		t.Fatal(err)
+	}
+	open := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd here")
+		}
+		return len(fds)
+	}
+	before := open()
+	for range 3 {
+		h, err := host.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pci.ScanFor(h, nil, func(t *pci.Tree) []*pci.Device { return t.Devices[:10] }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := open(); after != before {
+		t.Errorf("%d files open before the scans, %d after", before, after)
+	}
+}
