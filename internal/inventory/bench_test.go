@@ -450,3 +450,41 @@ func BenchmarkOpenArchive(b *testing.B) {
 		}
 	})
 }
+
+// The scan of each kind of command, from a directory, a fresh host each iteration:
+// inventory reads in full only what moves with a GPU (BuildGPUs); topo does that, finds
+// the RDMA NICs and prints the matrix; full is what every other command reads (plan,
+// apply, nccl-topo, doctor: every device in full, Build).
+func BenchmarkCommandScan(b *testing.B) {
+	s := newSynthetic(b)
+	sample := sampleDir(b)
+	commands := []struct {
+		name string
+		work func(*testing.B, *host.Host) int
+	}{
+		{"inventory", func(b *testing.B, h *host.Host) int {
+			inv, err := inventory.BuildGPUs(h, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return len(inv.Tree.Devices)
+		}},
+		{"topo", func(b *testing.B, h *host.Host) int {
+			inv, err := inventory.BuildGPUs(h, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := topo.Build(inv.Devices(), topo.NICs(h, inv.Tree), topo.NUMANodes(h))
+			if err := m.WriteText(io.Discard); err != nil {
+				b.Fatal(err)
+			}
+			return len(inv.Tree.Devices)
+		}},
+		{"full", buildInventory},
+	}
+	for _, root := range []struct{ name, dir string }{{"sample", sample}, {"synthetic", s.dir}} {
+		for _, c := range commands {
+			b.Run(root.name+"/"+c.name, func(b *testing.B) { run(b, openDir(root.dir), c.work) })
+		}
+	}
+}
