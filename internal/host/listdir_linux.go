@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/binary"
+	"strings"
 	"syscall"
 )
 
@@ -40,20 +41,20 @@ func listDir(name string, limit int, keep bool) (ents []DirEntry, dirfd int, err
 			return out, fd, nil
 		}
 		// struct linux_dirent64: inode (8 bytes), offset (8), record length (2),
-		// type (1), then the name, ended by a NUL.
+		// type (1), then the name, ended by a NUL. The names are cut from one string
+		// of the whole batch, not made one by one.
+		batch := string(buf[:n])
 		for off := 0; off+19 <= n; {
 			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
 			if reclen < 19 || off+reclen > n {
 				return nil, -1, syscall.EIO
 			}
-			raw := buf[off+19 : off+reclen]
 			typ := buf[off+18]
+			nm := batch[off+19 : off+reclen]
 			off += reclen
-			end := 0
-			for end < len(raw) && raw[end] != 0 {
-				end++
+			if end := strings.IndexByte(nm, 0); end >= 0 {
+				nm = nm[:end]
 			}
-			nm := string(raw[:end])
 			if nm == "." || nm == ".." || nm == "" {
 				continue
 			}

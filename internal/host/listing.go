@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Listing is a directory of a Host listed once with what each of its names is, for reading
@@ -146,10 +147,12 @@ func (d *Listing) ReadFile(name string) ([]byte, error) {
 // ReadString is ReadFile without surrounding white space, as Host.ReadString.
 func (d *Listing) ReadString(name string) (string, error) {
 	b, err := d.ReadFile(name)
-	if err != nil {
+	if err != nil || len(b) == 0 {
 		return "", err
 	}
-	return strings.TrimSpace(string(b)), nil
+	// No copy: what ReadFile returns is never changed, by the Host or (its contract)
+	// by anyone else, and this slice is given to no one.
+	return strings.TrimSpace(unsafe.String(&b[0], len(b))), nil
 }
 
 // Realpath returns the path of name in the directory with every link resolved, as
