@@ -34,7 +34,7 @@ same tree as a Graphviz graph.`,
 			if g.json() && cmd.Flags().Changed("format") {
 				return fmt.Errorf("--format %s and -o json both say what to print: use one of them (-o json is the matrix as JSON)", format)
 			}
-			h, inv, err := g.inventoryOfGPUs()
+			h, inv, err := g.topology()
 			if err != nil {
 				return err
 			}

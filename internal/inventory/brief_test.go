@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/host"
@@ -82,6 +83,19 @@ func TestBuildGPUsEqualsBuild(t *testing.T) {
 						t.Errorf("%s, %q: group member %s differs", name, sel, d.Address)
 					}
 				}
+			}
+			// BuildTopology is BuildGPUs that has not looked for holders.
+			h3, _ := open()
+			top, err := BuildTopology(h3, sels)
+			if err != nil {
+				t.Fatalf("%s, %q: BuildTopology: %v", name, sel, err)
+			}
+			unheld := slices.Clone(full.GPUs)
+			for i := range unheld {
+				unheld[i].Holders = nil
+			}
+			if !reflect.DeepEqual(top.GPUs, unheld) || len(top.Holders) != 0 {
+				t.Errorf("%s, %q: BuildTopology's GPUs differ, or it found holders", name, sel)
 			}
 			if len(full.Tree.Devices) != len(brief.Tree.Devices) {
 				t.Errorf("%s, %q: %d devices, brief %d", name, sel, len(full.Tree.Devices), len(brief.Tree.Devices))

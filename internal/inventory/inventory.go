@@ -68,7 +68,7 @@ type GPU struct {
 
 // Build scans h. sels chooses which devices count as GPUs (none: the default rule).
 func Build(h *host.Host, sels []pci.Selector) (*Inventory, error) {
-	return build(h, sels, nil)
+	return build(h, sels, nil, true)
 }
 
 // BuildGPUs is Build for a command that shows the GPUs alone (inventory, topo): only
@@ -76,7 +76,19 @@ func Build(h *host.Host, sels []pci.Selector) (*Inventory, error) {
 // group) are read in full, the others briefly (pci.ScanFor). The GPUs are chosen from
 // what the brief read gives, which is all that choosing them looks at.
 func BuildGPUs(h *host.Host, sels []pci.Selector) (*Inventory, error) {
-	return build(h, sels, func(t *pci.Tree) []*pci.Device {
+	return build(h, sels, gpusInFull(sels), true)
+}
+
+// BuildTopology is BuildGPUs for a command that shows where the GPUs sit and nothing
+// of who uses them (topo): it does not look for holders, which on a host of hundreds
+// of processes costs more than the scan. HoldersOf still finds a device's.
+func BuildTopology(h *host.Host, sels []pci.Selector) (*Inventory, error) {
+	return build(h, sels, gpusInFull(sels), false)
+}
+
+// gpusInFull picks the devices that move with a GPU, for pci.ScanFor.
+func gpusInFull(sels []pci.Selector) func(*pci.Tree) []*pci.Device {
+	return func(t *pci.Tree) []*pci.Device {
 		gpus, err := pci.GPUs(t, sels)
 		if err != nil {
 			return t.Devices // the same error comes again from the full tree
@@ -87,10 +99,10 @@ func BuildGPUs(h *host.Host, sels []pci.Selector) (*Inventory, error) {
 			out = append(out, t.Group(g.IOMMUGroup)...)
 		}
 		return out
-	})
+	}
 }
 
-func build(h *host.Host, sels []pci.Selector, detail func(*pci.Tree) []*pci.Device) (*Inventory, error) {
+func build(h *host.Host, sels []pci.Selector, detail func(*pci.Tree) []*pci.Device, withHolders bool) (*Inventory, error) {
 	tree, err := pci.ScanFor(h, pciids.Default(), detail)
 	if err != nil {
 		return nil, err
@@ -112,6 +124,9 @@ func build(h *host.Host, sels []pci.Selector, detail func(*pci.Tree) []*pci.Devi
 	for _, g := range gpus {
 		devs = append(devs, g.Functions...)
 		devs = append(devs, tree.Group(g.IOMMUGroup)...)
+	}
+	if !withHolders {
+		return inv, nil
 	}
 	inv.check(devs)
 	for i := range inv.GPUs {
