@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -197,8 +198,9 @@ func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 	if err := d.spent.check(); err != nil {
 		return nil, nil, err
 	}
-	// A directory of /sys stays open for its files to be read through it.
-	keep := strings.HasPrefix(p, "/sys/")
+	// A directory of /sys stays open for its files and links to be read through it,
+	// one of /proc for its links (a process's fd).
+	keep := strings.HasPrefix(p, "/sys/") || strings.HasPrefix(p, "/proc/")
 	ents, fd, err := listDir(d.abs(p), dirCap(p), keep)
 	d.spent.entries.Add(int64(len(ents)))
 	if err == nil {
@@ -216,13 +218,17 @@ func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 	return ents, &sysDir{fd: fd, spent: d.spent}, nil
 }
 
-// sysDir is a listed directory of /sys, open.
+// sysDir is a listed directory of /sys or /proc, open.
 type sysDir struct {
 	fd    int
 	spent *spent
 }
 
 func (s *sysDir) readShort(name, p string) ([]byte, error) {
+	if !strings.HasPrefix(p, "/sys/") {
+		// A short read of a /proc file is not the whole of it: read by its path.
+		return nil, errors.ErrUnsupported
+	}
 	if err := s.spent.check(); err != nil {
 		return nil, err
 	}

@@ -181,6 +181,24 @@ func (d *Listing) Realpath(name string) (string, error) {
 	return d.h.follow("resolve", p, d.path, target)
 }
 
+// Readlink returns the target of the link name, as stored, as Host.Readlink does.
+func (d *Listing) Readlink(name string) (string, error) {
+	p := d.join(name)
+	if !isName(name) {
+		return d.h.Readlink(p)
+	}
+	k, ok := d.kind(name)
+	if !ok {
+		return "", d.h.pathErr("read link", p, d.h.fs.missing())
+	}
+	if k == Link {
+		if t, err := d.readlink(name); err == nil {
+			return t, nil
+		}
+	}
+	return d.h.Readlink(p)
+}
+
 // readlink reads the link name, which the listing shows as one.
 func (d *Listing) readlink(name string) (string, error) {
 	if d.at != nil {

@@ -36,7 +36,7 @@ func TestListingAnswersAsTheHost(t *testing.T) {
 	for hname, h := range hosts(t, listingTree) {
 		for _, dir := range []string{
 			"/sys/bus/pci/devices", "/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0",
-			"/sys/devices/pci0000:00/0000:00:01.1", "/sys/devices", "/sys", "/",
+			"/sys/devices/pci0000:00/0000:00:01.1", "/sys/devices", "/sys", "/", "/proc/1234/fd",
 		} {
 			l, err := h.List(dir)
 			if err != nil {
@@ -60,6 +60,7 @@ func TestListingAnswersAsTheHost(t *testing.T) {
 				same(t, hname, "ReadFile "+p, str(l.ReadFile(e.Name)), str(h.ReadFile(p)))
 				same(t, hname, "Realpath "+p, pair(l.Realpath(e.Name)), pair(h.Realpath(p)))
 				same(t, hname, "LinkBase "+p, pair(l.LinkBase(e.Name)), pair(h.LinkBase(p)))
+				same(t, hname, "Readlink "+p, pair(l.Readlink(e.Name)), pair(h.Readlink(p)))
 				var want, got string
 				if r, err := h.Realpath(p); err != nil {
 					want = "error " + err.Error()
@@ -81,6 +82,7 @@ func TestListingAnswersAsTheHost(t *testing.T) {
 				p := l.join(name)
 				same(t, hname, "ReadFile "+p, str(l.ReadFile(name)), str(h.ReadFile(p)))
 				same(t, hname, "LinkBase "+p, pair(l.LinkBase(name)), pair(h.LinkBase(p)))
+				same(t, hname, "Readlink "+p, pair(l.Readlink(name)), pair(h.Readlink(p)))
 			}
 			l.Close()
 		}

@@ -53,7 +53,8 @@ func OpenFiles(h *host.Host, match func(path string) bool) (*Scan, error) {
 			continue
 		}
 		dir := "/proc/" + name
-		fds, err := h.ReadDir(dir + "/fd")
+		// Listed once, each of its links read through the listing: one call a link.
+		fds, err := h.List(dir + "/fd")
 		if err != nil {
 			if errors.Is(err, fs.ErrPermission) {
 				s.Unreadable++
@@ -62,14 +63,15 @@ func OpenFiles(h *host.Host, match func(path string) bool) (*Scan, error) {
 		}
 		var files []string
 		seen := map[string]bool{}
-		for _, fd := range fds {
-			target, err := h.Readlink(dir + "/fd/" + fd)
+		for _, fd := range fds.Entries() {
+			target, err := fds.Readlink(fd.Name)
 			if err != nil || !match(target) || seen[target] {
 				continue
 			}
 			seen[target] = true
 			files = append(files, target)
 		}
+		fds.Close()
 		if len(files) == 0 {
 			continue
 		}
