@@ -2,6 +2,7 @@ package pciids
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -23,8 +24,7 @@ type DB struct {
 	// none of the others, and makes no map of thousands of vendors.
 	mu      sync.Mutex
 	indexed bool
-	blocks  []block             // every vendor's, in the order of the file
-	read    map[uint16][]device // the devices of the vendors looked up so far
+	blocks  []block // every vendor's, in the order of the file
 }
 
 // block is a vendor's line and the nested lines under it, up to the next top-level line.
@@ -160,7 +160,6 @@ func parse(s string) *DB {
 func index(s string) *DB {
 	db := newDB()
 	db.indexed = true
-	db.read = map[uint16][]device{}
 	db.blocks = make([]block, 0, len(s)/512) // the upstream file has a vendor per 540 bytes
 	var classText []string
 	start, kind := 0, inNone
@@ -218,71 +217,83 @@ func findVendor(blocks []block, vendor uint16) string {
 	return ""
 }
 
-// device is a device line of a vendor's block and the text of the lines under it.
-type device struct {
-	id   uint16
-	name string
-	subs string
-}
-
-// devicesOf reads the device lines of a vendor's blocks, in order, as parse reads them:
-// a CR ends a line, blank lines and comments are skipped, a line of one tab is a device
-// (or, when it is not one, ends the lines of the one before), deeper lines belong to the
-// device above.
-func devicesOf(blocks []block, vendor uint16) []device {
-	var out []device
+// deviceLines calls fn with each line of a vendor's blocks that parse reads as a line
+// of the device id, in file order, and with the text after it, until fn returns false.
+// Such a line is a newline, a tab and the id's four hex digits, so each is found by a
+// search of the text for that, in each case the id's letters can be written in (pci.ids
+// writes them in lower case; parse reads either), not by reading every line: a vendor's
+// blocks can hold thousands of lines, and a run looks up a few of them.
+func deviceLines(blocks []block, vendor, id uint16, fn func(name, after string) bool) {
+	const digits = "0123456789abcdef"
+	var spelt [4]byte
+	for i := range spelt {
+		spelt[i] = digits[id>>(12-4*i)&0xf]
+	}
+	var needles []string
+	for mask := 0; mask < 16; mask++ {
+		v := spelt
+		skip := false
+		for i := range v {
+			if mask>>i&1 == 1 {
+				if v[i] < 'a' {
+					skip = true // no letter there to write in upper case
+					break
+				}
+				v[i] -= 'a' - 'A'
+			}
+		}
+		if !skip {
+			needles = append(needles, "\n\t"+string(v[:]))
+		}
+	}
 	for _, b := range blocks {
 		if b.vendor != vendor {
 			continue
 		}
-		text := b.text
-		at := strings.IndexByte(text, '\n') + 1
-		if at == 0 {
-			continue
+		var at []int // where each line of the id starts, in order
+		for _, n := range needles {
+			for from := 0; ; {
+				i := strings.Index(b.text[from:], n)
+				if i < 0 {
+					break
+				}
+				at = append(at, from+i+1)
+				from += i + 1
+			}
 		}
-		cr := strings.IndexByte(text, '\r') >= 0 // rare: looked for in each line only then
-		cur, from := -1, 0                       // the device whose lines are being read, and where they start
-		for at < len(text) {
-			line, next := text[at:], len(text)
+		slices.Sort(at)
+		for _, start := range at {
+			line, after := b.text[start:], ""
 			if i := strings.IndexByte(line, '\n'); i >= 0 {
-				line, next = line[:i], at+i+1
+				line, after = line[:i], line[i+1:]
 			}
-			// Only a line of one tab can be a device's or end one's lines; most lines
-			// are two tabs deep, and are passed over without a look.
-			if len(line) > 1 && line[0] == '\t' && line[1] != '\t' {
-				if cr {
-					if i := strings.IndexByte(line, '\r'); i >= 0 {
-						line = line[:i]
-					}
-				}
-				if t := strings.TrimLeft(line, " \t"); t != "" && t[0] != '#' {
-					if cur >= 0 {
-						out[cur].subs = text[from:at]
-					}
-					cur = -1
-					if d, name, ok := idName(line[1:], 4); ok {
-						out = append(out, device{id: uint16(d), name: name})
-						cur, from = len(out)-1, next
-					}
-				}
+			if i := strings.IndexByte(line, '\r'); i >= 0 {
+				line = line[:i]
 			}
-			at = next
-		}
-		if cur >= 0 {
-			out[cur].subs = text[from:]
+			if d, name, ok := idName(line[1:], 4); ok && uint16(d) == id && !fn(name, after) {
+				return
+			}
 		}
 	}
-	return out
 }
 
-// findSubsystem returns the name parse gives a subsystem in the lines under a device's
-// lines: the first subsystem line (two tabs deep) with its ids.
-func findSubsystem(devs []device, id, subVendor, subDevice uint16) string {
-	for _, d := range devs {
-		if d.id != id {
-			continue
-		}
-		for text := d.subs; text != ""; {
+// findDevice returns the name parse gives a device: that of its first line.
+func findDevice(blocks []block, vendor, id uint16) string {
+	var found string
+	deviceLines(blocks, vendor, id, func(name, _ string) bool {
+		found = name
+		return false
+	})
+	return found
+}
+
+// findSubsystem returns the name parse gives a subsystem of a device: the first
+// subsystem line (two tabs deep) with its ids under a line of the device, up to the
+// next line one tab deep that is not blank or a comment.
+func findSubsystem(blocks []block, vendor, id, subVendor, subDevice uint16) string {
+	var found string
+	deviceLines(blocks, vendor, id, func(_, text string) bool {
+		for text != "" {
 			line := text
 			if i := strings.IndexByte(text, '\n'); i >= 0 {
 				line, text = text[:i], text[i+1:]
@@ -292,27 +303,22 @@ func findSubsystem(devs []device, id, subVendor, subDevice uint16) string {
 			if i := strings.IndexByte(line, '\r'); i >= 0 {
 				line = line[:i]
 			}
-			// A deeper line is none: subsystemName refuses its third tab.
-			p, ok := strings.CutPrefix(line, "\t\t")
-			if !ok {
+			if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
 				continue
 			}
-			if sv, sd, name, ok := subsystemName(p); ok && sv == subVendor && sd == subDevice {
-				return name
+			if p, ok := strings.CutPrefix(line, "\t\t"); ok {
+				// A deeper line is none: subsystemName refuses its third tab.
+				if sv, sd, name, ok := subsystemName(p); ok && sv == subVendor && sd == subDevice {
+					found = name
+					return false
+				}
+				continue
 			}
+			return true // the next device's line, or a line that is none
 		}
-	}
-	return ""
-}
-
-// devices returns a vendor's devices, read at its first lookup; the caller holds db.mu.
-func (db *DB) devicesOf(vendor uint16) []device {
-	devs, ok := db.read[vendor]
-	if !ok {
-		devs = devicesOf(db.blocks, vendor)
-		db.read[vendor] = devs
-	}
-	return devs
+		return true
+	})
+	return found
 }
 
 // addFirst sets m[k] = v unless k is already there.
@@ -402,12 +408,7 @@ func (db *DB) Device(vendor, device uint16) (string, bool) {
 	defer db.mu.Unlock()
 	name, ok := db.devices[key]
 	if !ok && db.indexed {
-		for _, d := range db.devicesOf(vendor) {
-			if d.id == device {
-				name = d.name
-				break
-			}
-		}
+		name = findDevice(db.blocks, vendor, device)
 		db.devices[key] = name // "" remembers that it is not there
 	}
 	return name, name != ""
@@ -424,7 +425,7 @@ func (db *DB) Subsystem(vendor, device, subVendor, subDevice uint16) (string, bo
 	defer db.mu.Unlock()
 	name, ok := db.subsystems[key]
 	if !ok && db.indexed {
-		name = findSubsystem(db.devicesOf(vendor), device, subVendor, subDevice)
+		name = findSubsystem(db.blocks, vendor, device, subVendor, subDevice)
 		db.subsystems[key] = name
 	}
 	return name, name != ""

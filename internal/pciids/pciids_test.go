@@ -779,6 +779,8 @@ func TestIndexEqualsParse(t *testing.T) {
 		"embedded": embedded,
 		"quirks": "# comment\n10de  NVIDIA\r\n\t2bb1  GB202GL\n\t\t10de 204b  RTX PRO 6000\n\n\t# nested comment\n" +
 			"\t2bb5  GB202GL\n\tzzzz  not a device\n\t\t10de 0001  under no device\n\t\t\t10de 0002  too deep\n" +
+			"\t2Bb7  written in both cases\n\t\t10DE 204C  so is its subsystem\n" +
+			"1a03  ASPEED\n\t1A2B  first, in upper case\n\t1a2b  then in lower case\n" +
 			" 1022  spaced\n\t0002  under spaced\n\r\nzzzz  not a vendor\n\t0001  lost device\n" +
 			"C 03  Display controller\n\t00  VGA compatible controller\n\t\t00  VGA controller\n" +
 			"10de  NVIDIA again\n\t2bb1  second name\n\t2230  GA102GL\n\t\t10de 1459  RTX A6000\n" +
@@ -847,11 +849,11 @@ func TestIndexEqualsParse(t *testing.T) {
 		}
 		if name == "quirks" {
 			// Every subsystem the text names, under every device of every vendor.
-			for _, m := range regexp.MustCompile(`\t\t([0-9a-f]{4}) ([0-9a-f]{4})`).FindAllStringSubmatch(text, -1) {
+			for _, m := range regexp.MustCompile(`\t\t([0-9a-fA-F]{4}) ([0-9a-fA-F]{4})`).FindAllStringSubmatch(text, -1) {
 				sv, _ := hex(m[1])
 				sd, _ := hex(m[2])
 				for v := range want.vendors {
-					for _, d := range []uint16{0x2bb1, 0x2bb5, 0x2230, 0x0002, 0x1234} {
+					for _, d := range []uint16{0x2bb1, 0x2bb5, 0x2bb7, 0x2230, 0x0002, 0x1234} {
 						g, _ := got.Subsystem(v, d, uint16(sv), uint16(sd))
 						key := uint64(v)<<48 | uint64(d)<<32 | uint64(sv)<<16 | uint64(sd)
 						if w := want.subsystems[key]; g != w {
@@ -863,7 +865,7 @@ func TestIndexEqualsParse(t *testing.T) {
 			if n, _ := got.Device(0x10de, 0x2bb1); n != "GB202GL" {
 				t.Errorf("quirks: the first name of a device listed twice is %q", n)
 			}
-			if len(want.devices) != 4 || len(want.classes) != 2 {
+			if len(want.devices) != 6 || len(want.classes) != 2 {
 				t.Errorf("quirks: parse found %d devices, %d classes: the quirks are not what the test means", len(want.devices), len(want.classes))
 			}
 		}
