@@ -157,20 +157,24 @@ func parse(s string) *DB {
 // index reads s as parse does, but parses only its top-level lines and the classes;
 // each vendor's block (its line and the nested lines under it, up to the next
 // top-level line) is kept as text, for the lookups.
-func index(s string) *DB {
-	db := newDB()
-	db.indexed = true
-	db.blocks = make([]block, 0, len(s)/512) // the upstream file has a vendor per 540 bytes
-	var classText []string
+func index(s string) *DB { return fromSpans(s, spans(s)) }
+
+// span is where a top-level entry of a pci.ids text lies: a vendor's block, or a
+// class's.
+type span struct {
+	start, end int32
+	class      bool
+}
+
+// spans finds the vendors' and classes' blocks of s, by the rules of parse: a nested
+// line, a blank one or a comment stays in the block; any other line starts a new
+// top-level entry, a block if it is a vendor's or a class's.
+func spans(s string) []span {
+	out := make([]span, 0, len(s)/512) // the upstream file has a vendor per 540 bytes
 	start, kind := 0, inNone
-	var vendor uint16
-	var name string
 	closeBlock := func(end int) {
-		switch kind {
-		case inVendor:
-			db.blocks = append(db.blocks, block{vendor: vendor, name: name, text: s[start:end]})
-		case inClass:
-			classText = append(classText, s[start:end])
+		if kind != inNone {
+			out = append(out, span{start: int32(start), end: int32(end), class: kind == inClass})
 		}
 	}
 	for at := 0; at < len(s); {
@@ -179,8 +183,6 @@ func index(s string) *DB {
 		if i := strings.IndexByte(line, '\n'); i >= 0 {
 			line, next = line[:i], at+i+1
 		}
-		// The rules of parse: a nested line, a blank one or a comment stays in the
-		// block; any other line starts a new top-level entry.
 		if len(line) > 0 && line[0] != '\t' {
 			if i := strings.IndexByte(line, '\r'); i >= 0 {
 				line = line[:i]
@@ -192,14 +194,39 @@ func index(s string) *DB {
 					if _, _, ok := idName(rest, 2); ok {
 						kind = inClass
 					}
-				} else if v, n, ok := idName(line, 4); ok {
-					kind, vendor, name = inVendor, uint16(v), n
+				} else if _, _, ok := idName(line, 4); ok {
+					kind = inVendor
 				}
 			}
 		}
 		at = next
 	}
 	closeBlock(len(s))
+	return out
+}
+
+// fromSpans makes the DB of s from where its blocks lie.
+func fromSpans(s string, spans []span) *DB {
+	db := newDB()
+	db.indexed = true
+	db.blocks = make([]block, 0, len(spans))
+	var classText []string
+	for _, p := range spans {
+		text := s[p.start:p.end]
+		if p.class {
+			classText = append(classText, text)
+			continue
+		}
+		line := text
+		if i := strings.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+		}
+		if i := strings.IndexByte(line, '\r'); i >= 0 {
+			line = line[:i]
+		}
+		v, name, _ := idName(line, 4)
+		db.blocks = append(db.blocks, block{vendor: uint16(v), name: name, text: text})
+	}
 	if len(classText) > 0 {
 		c := parse(strings.Join(classText, "\n"))
 		db.classes, db.subclasses, db.progIfs = c.classes, c.subclasses, c.progIfs

@@ -872,8 +872,9 @@ func TestIndexEqualsParse(t *testing.T) {
 	}
 }
 
-// The cost of the first lookup in the embedded copy: parse is what every run paid
-// before, index what it pays now, before the few vendors it looks up are parsed.
+// The cost of the first lookups in the embedded copy: a full parse (what every run
+// once paid), the walk that indexes a host's file, and the generated spans that
+// Embedded uses; each with two lookups.
 func BenchmarkEmbeddedParse(b *testing.B) {
 	for b.Loop() {
 		parse(embedded)
@@ -885,5 +886,36 @@ func BenchmarkEmbeddedIndex(b *testing.B) {
 		db := index(embedded)
 		db.Device(0x10de, 0x2bb1)
 		db.Device(0x1022, 0x14ab)
+	}
+}
+
+func BenchmarkEmbeddedSpans(b *testing.B) {
+	for b.Loop() {
+		db := fromSpans(embedded, embeddedSpans)
+		db.Device(0x10de, 0x2bb1)
+		db.Device(0x1022, 0x14ab)
+	}
+}
+
+// A host's full pci.ids (skipped without one): indexed, and four devices and a
+// subsystem looked up.
+func BenchmarkSystemFile(b *testing.B) {
+	var s string
+	for _, p := range SystemPaths() {
+		if t, err := readFile(p); err == nil {
+			s = t
+			break
+		}
+	}
+	if s == "" {
+		b.Skip("no pci.ids on this machine")
+	}
+	for b.Loop() {
+		db := index(s)
+		db.Device(0x10de, 0x2bb1)
+		db.Device(0x10de, 0x22e8)
+		db.Device(0x1022, 0x14a4)
+		db.Device(0x15b3, 0x1021)
+		db.Subsystem(0x10de, 0x2bb1, 0x10de, 0x204b)
 	}
 }
