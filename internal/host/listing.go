@@ -23,6 +23,10 @@ import (
 //   - a name listed as a link is read with one readlink, and its target resolved
 //     through the directories the Host knows.
 //
+// On Linux a listed directory of /sys or /proc stays open, and its files and links are
+// read through it by name (openat, readlinkat): the kernel looks up one name, not the
+// whole path.
+//
 // Anything else (a directory, a FIFO, a name the listing could not type, a read that
 // fails) goes through the Host's own methods, which report it as they always do.
 type Listing struct {
@@ -39,8 +43,8 @@ type DirEntry struct {
 }
 
 // List lists the directory at p (links followed) with the kind of each name, under
-// the caps of ReadDir. A directory of /sys stays open for its files to be read through
-// it: Close the listing when done with it.
+// the caps of ReadDir. Close the listing when done with it: a directory of /sys or
+// /proc stays open while it is used.
 func (h *Host) List(p string) (*Listing, error) {
 	r, err := h.resolve("read directory", p, true)
 	if err != nil {

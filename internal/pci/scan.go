@@ -104,12 +104,15 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 	}
 	t := &Tree{}
 	var junk []string
-	// Each device's entry, what its read gave (nil when it was skipped) and warned of.
+	// Each device's entry, what its read gave (nil when it was skipped) and warned of:
+	// the warnings themselves, or how many there were once they fall past the first
+	// maxWarnings in address order, which are all a scan keeps.
 	type read struct {
-		name  string
-		a     Address
-		dev   *Device
-		warns []string
+		name    string
+		a       Address
+		dev     *Device
+		warns   []string
+		dropped int
 	}
 	var reads []read
 	readAt := func(r *read, full bool) {
@@ -117,7 +120,27 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		if err != nil {
 			warns = append(warns, fmt.Sprintf("%s: %v; device skipped", r.a, err))
 		}
-		r.dev, r.warns = d, warns
+		r.dev, r.warns, r.dropped = d, warns, 0
+	}
+	// The readers take the devices in order but finish them in any order; settle drops
+	// the warnings of each device read once the devices before it, all read, have given
+	// maxWarnings, so that a root of 65,536 devices with garbage everywhere holds a few
+	// hundred warnings, not a million. (A device read again in full below only comes to
+	// warn of more, which moves that point no later.)
+	var mu sync.Mutex
+	var settled []bool
+	next, seen := 0, 0 // reads[:next] are settled, with seen warnings among them
+	settle := func(i int) {
+		mu.Lock()
+		defer mu.Unlock()
+		settled[i] = true
+		for ; next < len(reads) && settled[next]; next++ {
+			r := &reads[next]
+			if seen >= maxWarnings {
+				r.dropped, r.warns = len(r.warns), nil
+			}
+			seen += len(r.warns) + r.dropped
+		}
 	}
 	for _, e := range list.Entries() {
 		a, ok := isSysfsAddress(e.Name)
@@ -127,7 +150,11 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		}
 		reads = append(reads, read{name: e.Name, a: a})
 	}
-	inTurn(len(reads), func(i int) { readAt(&reads[i], detail == nil) })
+	settled = make([]bool, len(reads))
+	inTurn(len(reads), func(i int) {
+		readAt(&reads[i], detail == nil)
+		settle(i)
+	})
 	var devs []*Device
 	for _, r := range reads {
 		if r.dev != nil {
@@ -157,6 +184,7 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		for _, w := range r.warns {
 			t.warnf("%s", w)
 		}
+		t.dropped += r.dropped
 	}
 	if len(junk) > 0 {
 		// One warning, however many: a crafted root can hold tens of thousands.
