@@ -208,15 +208,17 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 }
 
 // readers is how many devices are read at once. Reading a device is waiting on the
-// kernel (a dozen system calls, nothing to compute), so two readers take about half
-// the time on a machine of two CPUs or more; one alone reads a host of a few devices.
+// kernel (a dozen system calls, nothing to compute), so on two CPUs or more two readers
+// take a third less time than one (three or four were slower, on two CPUs: see
+// docs/performance.md); one alone reads a host of a few devices.
 const (
 	readers     = 2
 	readersFrom = 16 // devices
 )
 
 // inTurn calls read(i) for every i below n, on readers goroutines when n is large
-// enough and the process may run that many at once. Each call writes only its own i.
+// enough and the process may run that many at once. A call writes its own i, and any
+// other only under a lock of its own.
 func inTurn(n int, read func(i int)) {
 	if n < readersFrom || runtime.GOMAXPROCS(0) < readers {
 		for i := range n {
