@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -141,5 +142,28 @@ func TestListingNeverBlocks(t *testing.T) {
 	// Blocking here would hang the test until its deadline.
 	if b, err := l.ReadFile("numa_node"); err == nil && len(b) > 0 {
 		t.Errorf("a FIFO swapped in after the listing reads %q", b)
+	}
+}
+
+// A listed attribute over its cap is refused as one read by its path is, not cut at
+// the cap, whether the first read reaches the cap or a later one does.
+func TestListingCaps(t *testing.T) {
+	dir := "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0"
+	for _, size := range []int{MaxFileBytes + 1, MaxFileBytes + 4096, 3 * MaxFileBytes} {
+		big := strings.Repeat("x", size)
+		for hname, h := range hosts(t, []treeEntry{{path: dir + "/resource", body: big}, {path: dir + "/vendor", body: "0x10de\n"}}) {
+			l, err := h.List("/" + dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.ReadFile("resource")
+			if err == nil || !strings.Contains(err.Error(), "larger than 1 MiB") {
+				t.Errorf("%s: a listed file of %d bytes reads: %v", hname, size, err)
+			}
+			if b, err := l.ReadFile("vendor"); err != nil || string(b) != "0x10de\n" {
+				t.Errorf("%s: vendor: %q, %v", hname, b, err)
+			}
+			l.Close()
+		}
 	}
 }

@@ -274,8 +274,8 @@ func readOpened(open func() (int, error), c fileCap) ([]byte, error) {
 			buf = append(buf, 0)[:len(buf)]
 		}
 		room := buf[len(buf):cap(buf)]
-		if left := c.max + 1 - int64(len(buf)); int64(len(room)) > left {
-			room = room[:left]
+		if rest := c.max + 1 - int64(len(buf)); int64(len(room)) > rest {
+			room = room[:rest] // one byte past the cap, to see a file over it
 		}
 		k, err := syscall.Read(fd, room)
 		switch {
@@ -288,7 +288,7 @@ func readOpened(open func() (int, error), c fileCap) ([]byte, error) {
 		if int64(len(buf)) > c.max {
 			return nil, c.tooLarge(-1)
 		}
-		if k < len(room) {
+		if k < len(room) || k == 0 {
 			return bytes.Clone(buf), nil
 		}
 	}
