@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpusplit/gpusplit/internal/cpuset"
 )
 
 type command struct {
@@ -104,34 +106,28 @@ func layOut(root, size string) (int, error) {
 
 func addCPUTopology(root string) error {
 	sys := filepath.Join(root, "sys/devices/system")
-	possible, err := os.ReadFile(filepath.Join(sys, "cpu/possible"))
+	possible, err := readCPUs(filepath.Join(sys, "cpu/possible"))
 	if err != nil {
 		return err
 	}
-	all, err := cpuList(string(possible))
-	if err != nil {
-		return err
-	}
+	nbits := len(possible.CPUs())
 	nodes, _ := filepath.Glob(filepath.Join(sys, "node/node[0-9]*"))
 	for _, node := range nodes {
-		list, err := os.ReadFile(filepath.Join(node, "cpulist"))
+		cpus, err := readCPUs(filepath.Join(node, "cpulist"))
 		if err != nil {
 			return err
 		}
-		cpus, err := cpuList(string(list))
-		if err != nil {
-			return err
-		}
-		for _, c := range cpus {
+		for _, c := range cpus.CPUs() {
 			dir := filepath.Join(sys, "cpu", fmt.Sprintf("cpu%d", c), "topology")
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
+			thread, _ := cpuset.Parse(strconv.Itoa(c))
 			files := map[string]string{
 				"physical_package_id": strings.TrimPrefix(filepath.Base(node), "node"),
 				"core_id":             strconv.Itoa(c),
-				"thread_siblings":     cpuMask([]int{c}, len(all)),
-				"core_siblings":       cpuMask(cpus, len(all)),
+				"thread_siblings":     thread.Mask(nbits),
+				"core_siblings":       cpus.Mask(nbits),
 			}
 			for name, v := range files {
 				if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
@@ -143,37 +139,13 @@ func addCPUTopology(root string) error {
 	return nil
 }
 
-// cpuList reads "0-31,64-95".
-func cpuList(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
-		lo, hi, ok := strings.Cut(part, "-")
-		if !ok {
-			hi = lo
-		}
-		a, err1 := strconv.Atoi(lo)
-		b, err2 := strconv.Atoi(hi)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("CPU list %q", s)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
+// readCPUs reads a CPU list file: "0-31,64-95".
+func readCPUs(p string) (cpuset.Set, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return cpuset.Set{}, err
 	}
-	return out, nil
-}
-
-// cpuMask writes a sysfs mask: 32-bit words in hex, the highest first, joined by commas.
-func cpuMask(cpus []int, n int) string {
-	words := make([]uint32, (n+31)/32)
-	for _, c := range cpus {
-		words[c/32] |= 1 << (c % 32)
-	}
-	parts := make([]string, len(words))
-	for i, w := range words {
-		parts[len(words)-1-i] = fmt.Sprintf("%08x", w)
-	}
-	return strings.Join(parts, ",")
+	return cpuset.Parse(strings.TrimSpace(string(b)))
 }
 
 func measure(size string, devices int, cmds []command, rounds, warm int) {

@@ -252,8 +252,10 @@ func (h *Host) Realpath(p string) (string, error) {
 // LinkBase returns the last component of the resolved target of the link at p: the
 // driver of a device from its "driver" link, its IOMMU group from "iommu_group".
 // It returns "" and no error when p does not exist.
-func (h *Host) LinkBase(p string) (string, error) {
-	r, err := h.Realpath(p)
+func (h *Host) LinkBase(p string) (string, error) { return linkBase(h.Realpath(p)) }
+
+// linkBase is LinkBase of what Realpath returned.
+func linkBase(r string, err error) (string, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -402,16 +404,9 @@ func (h *Host) walkFrom(op, orig, start string, queue []string, followLast bool,
 			if links > maxLinks {
 				return "", h.pathErr(op, orig, errors.New("too many levels of symbolic links"))
 			}
-			if strings.HasPrefix(e.target, "/") {
-				cur = "/"
-			}
-			if e.target == "" {
-				return "", h.pathErr(op, orig, fmt.Errorf("empty symbolic link %s", next))
-			}
-			queue = append(splitPath(e.target), queue...)
-			// Report the link that escapes, not only the path asked for.
-			if escapes(cur, e.target) {
-				return "", h.pathErr(op, orig, fmt.Errorf("%w: %s -> %s", ErrEscapesRoot, next, e.target))
+			var err error
+			if cur, queue, err = h.through(op, orig, cur, next, e.target, queue); err != nil {
+				return "", err
 			}
 		case Dir:
 			cur = next
@@ -424,6 +419,22 @@ func (h *Host) walkFrom(op, orig, start string, queue []string, followLast bool,
 		}
 	}
 	return cur, nil
+}
+
+// through is walk's step through the link at link, in the directory cur, to target:
+// where the walk goes on from and what it has left to walk.
+func (h *Host) through(op, orig, cur, link, target string, queue []string) (string, []string, error) {
+	if strings.HasPrefix(target, "/") {
+		cur = "/"
+	}
+	if target == "" {
+		return "", nil, h.pathErr(op, orig, fmt.Errorf("empty symbolic link %s", link))
+	}
+	// Report the link that escapes, not only the path asked for.
+	if escapes(cur, target) {
+		return "", nil, h.pathErr(op, orig, fmt.Errorf("%w: %s -> %s", ErrEscapesRoot, link, target))
+	}
+	return cur, append(splitPath(target), queue...), nil
 }
 
 // escapes reports whether a relative link target climbs above the root from dir.

@@ -1,10 +1,6 @@
 package host
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"path"
 	"slices"
 	"strings"
 	"unsafe"
@@ -111,12 +107,6 @@ func (d *Listing) KnowDirs() {
 	}
 }
 
-// Has reports whether name is listed.
-func (d *Listing) Has(name string) bool {
-	_, ok := d.kind(name)
-	return ok
-}
-
 // isName reports whether name is one name of the directory, not a path below it.
 func isName(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
@@ -182,7 +172,7 @@ func (d *Listing) Realpath(name string) (string, error) {
 	if err != nil {
 		return d.h.Realpath(p)
 	}
-	return d.h.follow("resolve", p, d.path, target)
+	return d.h.follow("resolve", p, d.path, target, true)
 }
 
 // Readlink returns the target of the link name, as stored, as Host.Readlink does.
@@ -221,7 +211,7 @@ func (d *Listing) ListTarget(name string) (*Listing, error) {
 	if k, ok := d.kind(name); ok && k == Link && isName(name) {
 		p := d.join(name)
 		if target, err := d.readlink(name); err == nil {
-			if r, err := d.h.lead("resolve", p, d.path, target); err == nil {
+			if r, err := d.h.follow("resolve", p, d.path, target, false); err == nil {
 				if l, err := d.h.list(r); err == nil {
 					return l, nil
 				}
@@ -237,44 +227,17 @@ func (d *Listing) ListTarget(name string) (*Listing, error) {
 
 // LinkBase returns the last component of the resolved target of the link name, as
 // Host.LinkBase does: "" and no error when there is no such name.
-func (d *Listing) LinkBase(name string) (string, error) {
-	r, err := d.Realpath(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
+func (d *Listing) LinkBase(name string) (string, error) { return linkBase(d.Realpath(name)) }
+
+// follow resolves the target of the link at orig, which lies in the real directory
+// dir, as walk would once it has read that link; with followLast false, the target's
+// last component is left as it is. Every component of the result was looked at on the
+// way or is a directory known to be real, so unlike Realpath it does not look at where
+// it ends again.
+func (h *Host) follow(op, orig, dir, target string, followLast bool) (string, error) {
+	cur, queue, err := h.through(op, orig, dir, orig, target, nil)
 	if err != nil {
 		return "", err
 	}
-	return path.Base(r), nil
-}
-
-// follow resolves the target of the link at orig, which lies in the real directory
-// dir, as walk would once it has read that link. Every component of the result was
-// looked at on the way or is a directory known to be real, so unlike Realpath it does
-// not look at where it ends again.
-func (h *Host) follow(op, orig, dir, target string) (string, error) {
-	if target == "" {
-		return "", h.pathErr(op, orig, fmt.Errorf("empty symbolic link %s", orig))
-	}
-	cur := dir
-	if strings.HasPrefix(target, "/") {
-		cur = "/"
-	}
-	if escapes(cur, target) {
-		return "", h.pathErr(op, orig, fmt.Errorf("%w: %s -> %s", ErrEscapesRoot, orig, target))
-	}
-	return h.walkFrom(op, orig, cur, splitPath(target), true, 1)
-}
-
-// lead is follow with the last component of the target left as it is: where the link
-// leads, if nothing there is a link.
-func (h *Host) lead(op, orig, dir, target string) (string, error) {
-	if target == "" || escapes(dir, target) {
-		return "", h.pathErr(op, orig, errors.New("not a plain link"))
-	}
-	cur := dir
-	if strings.HasPrefix(target, "/") {
-		cur = "/"
-	}
-	return h.walkFrom(op, orig, cur, splitPath(target), false, 1)
+	return h.walkFrom(op, orig, cur, queue, followLast, 1)
 }

@@ -78,6 +78,18 @@ func TestPackHoldsTheArchive(t *testing.T) {
 	if _, err := p.ReadFile("/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/resource0"); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("a file over its cap reads: %v", err)
 	}
+	// An entry of no kind, or under an entry that is no directory, is refused.
+	first := len(packMagic) + 1 + len("host1") + 1 // the top, then the count
+	for _, bad := range []struct {
+		at int
+		b  byte
+	}{{first, 9}, {first + 1, 7}, {first + 2, 5}} {
+		b := []byte(text)
+		b[bad.at] = bad.b
+		if _, err := OpenPacked("bad", string(b)); err == nil || !strings.Contains(err.Error(), "entry 1 is not one") {
+			t.Errorf("byte %d set to %d: %v", bad.at, bad.b, err)
+		}
+	}
 	// Cut anywhere, a pack is refused, never read past its end.
 	for n := 0; n < len(pack); n++ {
 		if _, err := OpenPacked("cut", text[:n]); err == nil {

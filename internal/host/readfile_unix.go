@@ -3,7 +3,6 @@
 package host
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"syscall"
@@ -32,51 +31,63 @@ func readRegular(name string, c fileCap, lstatFirst bool) ([]byte, error) {
 		return nil, err
 	}
 	defer syscall.Close(fd)
-	// Most attributes are a line: read them on the stack, then keep an exact copy. The
-	// first read asks for 512 bytes, as os.ReadFile's does: some /proc files that claim
-	// a size of 0 misbehave when read in smaller pieces.
-	var small [512]byte
+	return readFD(fd, c, false)
+}
+
+// readFD reads the open file fd to its end, at most c.max bytes: to a read of nothing,
+// or with short to the first read that fills less than it was given (see readShort).
+// Most files are a line: what fits a page is read on the stack and kept as an exact
+// copy; a larger file goes on in a buffer of its own, which is kept as it is. The first
+// read asks for a page, more than the 512 bytes of os.ReadFile's: some /proc files that
+// claim a size of 0 misbehave when read in smaller pieces.
+func readFD(fd int, c fileCap, short bool) ([]byte, error) {
+	var page [4096]byte
 	n := 0
-	for n < len(small) {
-		k, err := syscall.Read(fd, small[n:])
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
+	for n < len(page) {
+		k, end, err := readRoom(fd, page[n:], n, c, short)
+		if err != nil {
 			return nil, err
-		case k == 0:
-			return append([]byte(nil), small[:n]...), nil
 		}
-		if n += k; int64(n) > c.max {
-			return nil, c.tooLarge(-1)
+		if n += k; end {
+			return append([]byte(nil), page[:n]...), nil
 		}
 	}
-	// Larger: go on in a buffer of its own, which is kept as it is.
-	buf := make([]byte, n, 4*len(small))
-	copy(buf, small[:n])
+	buf := make([]byte, n, 2*len(page))
+	copy(buf, page[:])
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		room := buf[len(buf):cap(buf)]
-		if left := c.max + 1 - int64(len(buf)); int64(len(room)) > left {
-			room = room[:left]
-		}
-		k, err := syscall.Read(fd, room)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
+		k, end, err := readRoom(fd, buf[len(buf):cap(buf)], len(buf), c, short)
+		if err != nil {
 			return nil, err
-		case k == 0:
+		}
+		if buf = buf[:len(buf)+k]; end {
 			return buf, nil
 		}
-		buf = buf[:len(buf)+k]
-		if int64(len(buf)) > c.max {
-			// A file that grew since fstat, or a /proc file (which claims a size of 0).
-			return nil, c.tooLarge(-1)
+	}
+}
+
+// readRoom reads once into room, after read bytes of the file, and says whether that was
+// the end (readFD). It asks for at most one byte past the cap, to see a file over it,
+// and fails on that byte: a file that grew since fstat, or a /proc file (which claims a
+// size of 0).
+func readRoom(fd int, room []byte, read int, c fileCap, short bool) (k int, end bool, err error) {
+	if rest := c.max + 1 - int64(read); int64(len(room)) > rest {
+		room = room[:rest]
+	}
+	for {
+		if k, err = syscall.Read(fd, room); err != syscall.EINTR {
+			break
 		}
 	}
+	if err != nil {
+		return 0, false, err
+	}
+	if int64(read+k) > c.max {
+		return 0, false, c.tooLarge(-1)
+	}
+	return k, k == 0 || (short && k < len(room)), nil
 }
 
 // lstatCheck refuses what is at name unless it is a regular file of at most c.max bytes.
@@ -267,29 +278,5 @@ func readOpened(open func() (int, error), c fileCap) ([]byte, error) {
 	}
 	defer syscall.Close(fd)
 	// A page: every sysfs attribute of a 4 KiB-page kernel in one read.
-	var page [4096]byte
-	buf := page[:0]
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		room := buf[len(buf):cap(buf)]
-		if rest := c.max + 1 - int64(len(buf)); int64(len(room)) > rest {
-			room = room[:rest] // one byte past the cap, to see a file over it
-		}
-		k, err := syscall.Read(fd, room)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return nil, err
-		}
-		buf = buf[:len(buf)+k]
-		if int64(len(buf)) > c.max {
-			return nil, c.tooLarge(-1)
-		}
-		if k < len(room) || k == 0 {
-			return bytes.Clone(buf), nil
-		}
-	}
+	return readFD(fd, c, true)
 }

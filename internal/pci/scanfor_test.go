@@ -16,33 +16,25 @@ import (
 // detailed ones; the detailed ones are read in full; the warnings of what was read come
 // in address order.
 func TestScanForReadsInFullWhatDetailPicks(t *testing.T) {
-	dir := t.TempDir()
-	if err := samplehost.Unpack(dir); err != nil {
-		t.Fatal(err)
-	}
-	// Garbage in two attributes that a brief read reads, and one it does not.
+	dir := sampleDir(t)
+	// Garbage in numa_node, which a brief read reads, and in a link width, which only a
+	// full one does: on the GPU read in full, and on devices read briefly.
 	for p, v := range map[string]string{
 		"sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/numa_node":          "many\n",
 		"sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/current_link_width": "wide\n",
 		"sys/devices/pci0000:60/0000:60:00.0/numa_node":                       "none\n",
 		"sys/devices/pci0000:60/0000:60:00.0/max_link_width":                  "wide\n",
 	} {
-		if err := os.WriteFile(filepath.Join(dir, p), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(dir, p), v)
 	}
+	full := scanDir(t, dir)
+	gpu := pci.Address{Bus: 0x01}
+	var asked *pci.Tree
 	h, err := host.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := pci.Scan(h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpu := pci.Address{Bus: 0x01}
-	var asked *pci.Tree
-	h2, _ := host.Open(dir)
-	brief, err := pci.ScanFor(h2, nil, func(t *pci.Tree) []*pci.Device {
+	brief, err := pci.ScanFor(h, nil, func(t *pci.Tree) []*pci.Device {
 		asked = t
 		return t.Slot(gpu)
 	})
@@ -78,10 +70,7 @@ func TestScanForReadsInFullWhatDetailPicks(t *testing.T) {
 
 // A scan leaves no directory open: each listing holds one while its device is read.
 func TestScanClosesWhatItOpens(t *testing.T) {
-	dir := t.TempDir()
-	if err := samplehost.Unpack(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := sampleDir(t)
 	open := func() int {
 		fds, err := os.ReadDir("/proc/self/fd")
 		if err != nil {
@@ -102,4 +91,14 @@ func TestScanClosesWhatItOpens(t *testing.T) {
 	if after := open(); after != before {
 		t.Errorf("%d files open before the scans, %d after", before, after)
 	}
+}
+
+// sampleDir lays the sample host out in a temporary directory.
+func sampleDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := samplehost.Unpack(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

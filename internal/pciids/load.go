@@ -65,15 +65,14 @@ const maxFileBytes = 16 << 20
 // another) into a string of its size: only a regular file, never a FIFO that would
 // hang the read, and at most maxFileBytes.
 func readFile(p string) (string, error) {
+	// Looked at before it is opened, since opening a FIFO blocks; and again once open,
+	// in case it was swapped in between.
 	fi, err := os.Stat(p)
 	if err != nil {
 		return "", err
 	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", p)
-	}
-	if fi.Size() > maxFileBytes {
-		return "", fmt.Errorf("%s holds %d bytes, more than a pci.ids file (at most %d)", p, fi.Size(), maxFileBytes)
+	if err := checkFile(p, fi); err != nil {
+		return "", err
 	}
 	f, err := os.Open(p)
 	if err != nil {
@@ -83,8 +82,8 @@ func readFile(p string) (string, error) {
 	if fi, err = f.Stat(); err != nil {
 		return "", err
 	}
-	if !fi.Mode().IsRegular() || fi.Size() > maxFileBytes || fi.Size() == 0 {
-		return "", nil // swapped since: read as an empty file
+	if err := checkFile(p, fi); err != nil || fi.Size() == 0 {
+		return "", err
 	}
 	if s, ok := mapFile(f, fi.Size()); ok {
 		return s, nil
@@ -100,6 +99,17 @@ func readFile(p string) (string, error) {
 	// The bytes are not kept anywhere else, so the string can share them: a copy of
 	// the file would cost as much again, in time and in memory.
 	return unsafe.String(&b[0], n), nil
+}
+
+// checkFile refuses what is not a regular file of at most maxFileBytes.
+func checkFile(p string, fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", p)
+	}
+	if fi.Size() > maxFileBytes {
+		return fmt.Errorf("%s holds %d bytes, more than a pci.ids file (at most %d)", p, fi.Size(), maxFileBytes)
+	}
+	return nil
 }
 
 var systemDB = sync.OnceValue(func() *DB {

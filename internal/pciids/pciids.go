@@ -183,6 +183,7 @@ func spans(s string) []span {
 		if i := strings.IndexByte(line, '\n'); i >= 0 {
 			line, next = line[:i], at+i+1
 		}
+		// Not lineAt: a CR is looked for only in the few top-level lines.
 		if len(line) > 0 && line[0] != '\t' {
 			if i := strings.IndexByte(line, '\r'); i >= 0 {
 				line = line[:i]
@@ -217,13 +218,7 @@ func fromSpans(s string, spans []span) *DB {
 			classText = append(classText, text)
 			continue
 		}
-		line := text
-		if i := strings.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
-		}
-		if i := strings.IndexByte(line, '\r'); i >= 0 {
-			line = line[:i]
-		}
+		line, _ := lineAt(text, 0)
 		v, name, _ := idName(line, 4)
 		db.blocks = append(db.blocks, block{vendor: uint16(v), name: name, text: text})
 	}
@@ -232,6 +227,19 @@ func fromSpans(s string, spans []span) *DB {
 		db.classes, db.subclasses, db.progIfs = c.classes, c.subclasses, c.progIfs
 	}
 	return db
+}
+
+// lineAt returns the line of s that starts at at, without its newline and, as parse
+// reads it, without what follows a CR; and where the next line starts.
+func lineAt(s string, at int) (line string, next int) {
+	line, next = s[at:], len(s)
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line, next = line[:i], at+i+1
+	}
+	if i := strings.IndexByte(line, '\r'); i >= 0 {
+		line = line[:i]
+	}
+	return line, next
 }
 
 // findVendor returns the name parse gives a vendor: that of its first line.
@@ -251,27 +259,17 @@ func findVendor(blocks []block, vendor uint16) string {
 // writes them in lower case; parse reads either), not by reading every line: a vendor's
 // blocks can hold thousands of lines, and a run looks up a few of them.
 func deviceLines(blocks []block, vendor, id uint16, fn func(name, after string) bool) {
-	const digits = "0123456789abcdef"
-	var spelt [4]byte
-	for i := range spelt {
-		spelt[i] = digits[id>>(12-4*i)&0xf]
-	}
-	var needles []string
-	for mask := 0; mask < 16; mask++ {
-		v := spelt
-		skip := false
-		for i := range v {
-			if mask>>i&1 == 1 {
-				if v[i] < 'a' {
-					skip = true // no letter there to write in upper case
-					break
-				}
-				v[i] -= 'a' - 'A'
+	needles := []string{"\n\t"}
+	for shift := 12; shift >= 0; shift -= 4 {
+		c := "0123456789abcdef"[id>>shift&0xf]
+		var longer []string
+		for _, n := range needles {
+			longer = append(longer, n+string(c))
+			if c >= 'a' {
+				longer = append(longer, n+string(c-'a'+'A'))
 			}
 		}
-		if !skip {
-			needles = append(needles, "\n\t"+string(v[:]))
-		}
+		needles = longer
 	}
 	for _, b := range blocks {
 		if b.vendor != vendor {
@@ -290,14 +288,8 @@ func deviceLines(blocks []block, vendor, id uint16, fn func(name, after string) 
 		}
 		slices.Sort(at)
 		for _, start := range at {
-			line, after := b.text[start:], ""
-			if i := strings.IndexByte(line, '\n'); i >= 0 {
-				line, after = line[:i], line[i+1:]
-			}
-			if i := strings.IndexByte(line, '\r'); i >= 0 {
-				line = line[:i]
-			}
-			if d, name, ok := idName(line[1:], 4); ok && uint16(d) == id && !fn(name, after) {
+			line, next := lineAt(b.text, start)
+			if d, name, ok := idName(line[1:], 4); ok && uint16(d) == id && !fn(name, b.text[next:]) {
 				return
 			}
 		}
@@ -320,16 +312,9 @@ func findDevice(blocks []block, vendor, id uint16) string {
 func findSubsystem(blocks []block, vendor, id, subVendor, subDevice uint16) string {
 	var found string
 	deviceLines(blocks, vendor, id, func(_, text string) bool {
-		for text != "" {
-			line := text
-			if i := strings.IndexByte(text, '\n'); i >= 0 {
-				line, text = text[:i], text[i+1:]
-			} else {
-				text = ""
-			}
-			if i := strings.IndexByte(line, '\r'); i >= 0 {
-				line = line[:i]
-			}
+		for at := 0; at < len(text); {
+			var line string
+			line, at = lineAt(text, at)
 			if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 )
@@ -630,6 +631,28 @@ func TestLoadFirst(t *testing.T) {
 	if err := os.WriteFile(b, []byte("10de  From B\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A FIFO would hang a read that opened it; a file past the cap is refused before a
+	// byte of it is read (a sparse one, so the test writes nothing); an empty file is a
+	// file of no names; a link is followed, as distributions link pci.ids.
+	fifo := filepath.Join(dir, "fifo.ids")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.ids")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, maxFileBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.ids")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.ids")
+	if err := os.Symlink(b, link); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name     string
@@ -643,6 +666,10 @@ func TestLoadFirst(t *testing.T) {
 		{"first existing", []string{missing, a, b}, a, "From A", false},
 		{"order", []string{b, a}, b, "From B", false},
 		{"directory is an error", []string{missing, dir, a}, dir, "", true},
+		{"FIFO is an error", []string{fifo, a}, fifo, "", true},
+		{"past the cap is an error", []string{huge, a}, huge, "", true},
+		{"empty", []string{empty, a}, empty, "", false},
+		{"link followed", []string{link, a}, link, "From B", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
