@@ -82,11 +82,12 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 
 // ScanFor is Scan for a command that needs only some devices in full. Every device is
 // read briefly first: its identity (vendor, device, class), where it sits, its driver,
-// IOMMU group, NUMA node and physical function, and its names. detail then picks from
-// that tree the devices the command needs in full, and only those are read again with
-// the rest (subsystem ids, revision, driver_override, CPU list, link, BARs): on a host
-// of 75 functions with 8 GPUs, a fifth of them. A nil detail reads every device in
-// full. The warnings are those of what was read, in address order, as Scan gives them.
+// IOMMU group, NUMA node and physical function. detail then picks from that tree (whose
+// devices have no names yet) the devices the command needs in full, and only those are
+// read again with the rest (subsystem ids, revision, driver_override, CPU list, link,
+// BARs): on a host of 75 functions with 8 GPUs, a fifth of them. A nil detail reads
+// every device in full. The names are looked up last, for every device at once. The
+// warnings are those of what was read, in address order, as Scan gives them.
 func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*Tree, error) {
 	list, err := h.List(DevicesDir)
 	if err != nil {
@@ -116,7 +117,7 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 	}
 	var reads []read
 	readAt := func(r *read, full bool) {
-		d, warns, err := readDevice(h, list, r.name, r.a, names, full)
+		d, warns, err := readDevice(h, list, r.name, r.a, full)
 		if err != nil {
 			warns = append(warns, fmt.Sprintf("%s: %v; device skipped", r.a, err))
 		}
@@ -199,12 +200,29 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 	if t.dropped > 0 {
 		t.Warnings = append(t.Warnings, fmt.Sprintf("… and %s", plural.S(t.dropped, "more warning")))
 	}
+	name(devs, names)
 	if top := h.ArchiveTop(); top != "" {
 		// Said first: it is about every path of the root, and reading another
 		// folder as the root than the one meant would explain whatever follows.
 		t.Warnings = append([]string{fmt.Sprintf("%s: every member is under %s/, so %s/ is read as the root", h.Root(), top, top)}, t.Warnings...)
 	}
 	return NewTree(devs, t.Warnings), nil
+}
+
+// name gives each device its names, loaded for all of them at once: one pass over a
+// host's pci.ids, not one per device.
+func name(devs []*Device, names pciids.Names) {
+	ids := make([]pciids.DeviceID, len(devs))
+	classes := make([]uint32, len(devs))
+	for i, d := range devs {
+		ids[i], classes[i] = pciids.DeviceID{Vendor: d.VendorID, Device: d.DeviceID}, d.Class
+	}
+	names.Load(ids, classes)
+	for _, d := range devs {
+		d.VendorName = names.Vendor(d.VendorID)
+		d.DeviceName = names.Device(d.VendorID, d.DeviceID)
+		d.ClassName = names.Subclass(d.Class)
+	}
 }
 
 // readers is how many devices are read at once. Reading a device is waiting on the
@@ -255,7 +273,7 @@ func (t *Tree) warnf(format string, args ...any) {
 // Its directory is listed once, so that the attributes it lacks cost nothing and each
 // one it has costs an open, a read and a close (host.Listing).
 // It returns what it warned of; a brief read (full false) reads what ScanFor says.
-func readDevice(h *host.Host, devices *host.Listing, name string, a Address, names pciids.Names, full bool) (*Device, []string, error) {
+func readDevice(h *host.Host, devices *host.Listing, name string, a Address, full bool) (*Device, []string, error) {
 	dir, err := devices.ListTarget(name)
 	if err != nil {
 		return nil, nil, err
@@ -328,10 +346,6 @@ func readDevice(h *host.Host, devices *host.Listing, name string, a Address, nam
 		warns = append(warns, fmt.Sprintf("%s: %v; placed directly under host bridge %s", a, err, hb))
 	}
 	d.HostBridge, d.Parents = hb, parents
-
-	d.VendorName = names.Vendor(d.VendorID)
-	d.DeviceName = names.Device(d.VendorID, d.DeviceID)
-	d.ClassName = names.Subclass(d.Class)
 	return d, warns, nil
 }
 

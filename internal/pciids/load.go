@@ -4,11 +4,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sync"
-	"unsafe"
 )
 
 //go:embed pci.ids
@@ -18,12 +16,11 @@ var embedded string
 // go generate: its index costs no walk over its 600 KB at run time.
 //
 //go:generate go test -run TestEmbeddedSpansAreCurrent -update .
-var embeddedDB = sync.OnceValue(func() *DB { return fromSpans(embedded, embeddedSpans) })
+var embeddedDB = sync.OnceValue(func() *DB { return withSource(&source{text: embedded, spans: embeddedSpans}) })
 
 // Embedded returns the database built into the binary, a trimmed copy of
-// the upstream pci.ids (see the package documentation). It is indexed on
-// first use, and a vendor's devices are parsed at its first lookup; every
-// call returns the same DB.
+// the upstream pci.ids (see the package documentation). A lookup reads only
+// the block of its vendor or class; every call returns the same DB.
 func Embedded() *DB { return embeddedDB() }
 
 // SystemPaths returns the places where Linux distributions install
@@ -36,24 +33,26 @@ func SystemPaths() []string {
 	}
 }
 
-// LoadSystem indexes the first of [SystemPaths] that exists on this machine
-// and returns it with its path. When none exists it returns (nil, "", nil).
-// When the first one that exists cannot be opened or read, it returns that
-// path and the error; it does not go on to the next path.
+// LoadSystem opens the first of [SystemPaths] that exists on this machine
+// and returns its DB with its path. When none exists it returns (nil, "", nil).
+// When the first one that exists cannot be opened, or is no regular file of
+// at most 16 MiB, it returns that path and the error; it does not go on to
+// the next path. The file stays open: each load of the DB ([Names.Load], or
+// a lookup not loaded) reads it whole, keeping only the names it wants.
 func LoadSystem() (*DB, string, error) {
 	return loadFirst(SystemPaths())
 }
 
 func loadFirst(paths []string) (*DB, string, error) {
 	for _, p := range paths {
-		s, err := readFile(p)
+		f, size, err := openFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, p, err
 		}
-		return index(s), p, nil
+		return withSource(&source{file: f, size: size, chunk: chunkBytes}), p, nil
 	}
 	return nil, "", nil
 }
@@ -61,44 +60,31 @@ func loadFirst(paths []string) (*DB, string, error) {
 // maxFileBytes caps a pci.ids file: the full upstream file is about 1.4 MB.
 const maxFileBytes = 16 << 20
 
-// readFile reads the pci.ids at p (links followed: distributions link one place to
-// another) into a string of its size: only a regular file, never a FIFO that would
-// hang the read, and at most maxFileBytes.
-func readFile(p string) (string, error) {
+// openFile opens the pci.ids at p (links followed: distributions link one place to
+// another) and returns its size: only a regular file, never a FIFO that would hang the
+// read, and at most maxFileBytes.
+func openFile(p string) (*os.File, int64, error) {
 	// Looked at before it is opened, since opening a FIFO blocks; and again once open,
 	// in case it was swapped in between.
 	fi, err := os.Stat(p)
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
 	if err := checkFile(p, fi); err != nil {
-		return "", err
+		return nil, 0, err
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
-	defer f.Close()
-	if fi, err = f.Stat(); err != nil {
-		return "", err
+	if fi, err = f.Stat(); err == nil {
+		err = checkFile(p, fi)
 	}
-	if err := checkFile(p, fi); err != nil || fi.Size() == 0 {
-		return "", err
+	if err != nil {
+		f.Close()
+		return nil, 0, err
 	}
-	if s, ok := mapFile(f, fi.Size()); ok {
-		return s, nil
-	}
-	b := make([]byte, fi.Size())
-	n, err := io.ReadFull(f, b)
-	if err != nil && err != io.ErrUnexpectedEOF {
-		return "", err
-	}
-	if n == 0 {
-		return "", nil
-	}
-	// The bytes are not kept anywhere else, so the string can share them: a copy of
-	// the file would cost as much again, in time and in memory.
-	return unsafe.String(&b[0], n), nil
+	return f, fi.Size(), nil
 }
 
 // checkFile refuses what is not a regular file of at most maxFileBytes.

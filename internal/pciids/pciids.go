@@ -2,7 +2,6 @@ package pciids
 
 import (
 	"io"
-	"slices"
 	"strings"
 	"sync"
 )
@@ -10,6 +9,10 @@ import (
 // DB holds names from one pci.ids file. A DB is read-only after [Parse]
 // and safe for concurrent use. The zero value and a nil *DB know no names.
 type DB struct {
+	// A parsed DB holds every name of its file here. A DB with a source holds the
+	// answers of its loads ("" for an id its file does not name): a run names a few
+	// dozen devices of a file that lists tens of thousands, so it keeps none of the
+	// others.
 	vendors    map[uint16]string // vendor
 	devices    map[uint32]string // vendor<<16 | device
 	subsystems map[uint64]string // vendor<<48 | device<<32 | subvendor<<16 | subdevice
@@ -17,21 +20,8 @@ type DB struct {
 	subclasses map[uint16]string // class<<8 | subclass
 	progIfs    map[uint32]string // class<<16 | subclass<<8 | prog-if
 
-	// A DB made by index knows where its vendors' blocks of text lie and its classes,
-	// and finds a vendor, a device or a subsystem by reading those blocks at its first
-	// lookup, keeping the answer ("" for none) in vendors, devices or subsystems: a run
-	// names a few dozen devices of a file that lists tens of thousands, so it parses
-	// none of the others, and makes no map of thousands of vendors.
-	mu      sync.Mutex
-	indexed bool
-	blocks  []block // every vendor's, in the order of the file
-}
-
-// block is a vendor's line and the nested lines under it, up to the next top-level line.
-type block struct {
-	vendor uint16
-	name   string
-	text   string
+	mu  sync.Mutex // guards the maps of a DB with a source
+	src *source
 }
 
 // Parse reads a pci.ids file. It returns an error only when reading r
@@ -70,273 +60,131 @@ func newDB() *DB {
 // parse parses s. Names are substrings of s, so s stays alive as long as
 // the DB does.
 func parse(s string) *DB {
-	db := newDB()
-	var (
-		sec        = inNone
-		vendor     uint16 // current vendor, when sec == inVendor
-		device     uint16 // current device, when haveDevice
-		haveDevice bool
-		class      uint8 // current class, when sec == inClass
-		subclass   uint8 // current subclass, when haveSub
-		haveSub    bool
-	)
+	p := parser{db: newDB()}
+	p.text(s)
+	return p.db
+}
+
+// parser reads the lines of a pci.ids text in order, into db: every name, or with
+// want only the names it lists. What it is in is all it keeps of the lines before.
+type parser struct {
+	db    *DB
+	want  *wanted
+	clone bool // names are copied: the text is a buffer that is read into again
+
+	sec        section
+	in         bool   // the lines under the current top-level line can hold a wanted name
+	vendor     uint16 // current vendor, when sec == inVendor
+	device     uint16 // current device, when haveDevice
+	haveDevice bool
+	class      uint8 // current class, when sec == inClass
+	subclass   uint8 // current subclass, when haveSub
+	haveSub    bool
+}
+
+// text reads every line of s; a last line without a newline is a line.
+func (p *parser) text(s string) {
 	for len(s) > 0 {
-		var line string
+		line := s
 		if i := strings.IndexByte(s, '\n'); i >= 0 {
 			line, s = s[:i], s[i+1:]
 		} else {
-			line, s = s, ""
+			s = ""
 		}
-		// Like pciutils, treat a CR as the end of the line.
-		if i := strings.IndexByte(line, '\r'); i >= 0 {
-			line = line[:i]
-		}
-		if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
+		// A line that starts with a tab is nested (or blank, or a comment): under a
+		// top-level line that can hold nothing wanted, there is nothing to read in it.
+		if !p.in && len(line) > 0 && line[0] == '\t' {
 			continue
 		}
-		nest := 0
-		for nest < len(line) && line[nest] == '\t' {
-			nest++
-		}
-		p := line[nest:]
-		switch nest {
-		case 0:
-			haveDevice, haveSub = false, false
-			if rest, ok := strings.CutPrefix(p, "C "); ok {
-				c, name, ok := idName(rest, 2)
-				if !ok {
-					sec = inNone
-					continue
-				}
-				sec, class = inClass, uint8(c)
-				addFirst(db.classes, class, name)
-				continue
-			}
-			v, name, ok := idName(p, 4)
-			if !ok {
-				sec = inNone
-				continue
-			}
-			sec, vendor = inVendor, uint16(v)
-			addFirst(db.vendors, vendor, name)
-		case 1:
-			switch sec {
-			case inVendor:
-				d, name, ok := idName(p, 4)
-				haveDevice, device = ok, uint16(d)
-				if ok {
-					addFirst(db.devices, uint32(vendor)<<16|uint32(device), name)
-				}
-			case inClass:
-				sc, name, ok := idName(p, 2)
-				haveSub, subclass = ok, uint8(sc)
-				if ok {
-					addFirst(db.subclasses, uint16(class)<<8|uint16(subclass), name)
-				}
-			}
-		case 2:
-			switch {
-			case sec == inVendor && haveDevice:
-				sv, sd, name, ok := subsystemName(p)
-				if ok {
-					key := uint64(vendor)<<48 | uint64(device)<<32 | uint64(sv)<<16 | uint64(sd)
-					addFirst(db.subsystems, key, name)
-				}
-			case sec == inClass && haveSub:
-				pi, name, ok := idName(p, 2)
-				if ok {
-					addFirst(db.progIfs, uint32(class)<<16|uint32(subclass)<<8|pi, name)
-				}
-			}
-		}
-		// Deeper lines have no meaning in pci.ids and are skipped.
+		p.line(line)
 	}
-	return db
 }
 
-// index reads s as parse does, but parses only its top-level lines and the classes;
-// each vendor's block (its line and the nested lines under it, up to the next
-// top-level line) is kept as text, for the lookups.
-func index(s string) *DB { return fromSpans(s, spans(s)) }
-
-// span is where a top-level entry of a pci.ids text lies: a vendor's block, or a
-// class's.
-type span struct {
-	start, end int32
-	class      bool
-}
-
-// spans finds the vendors' and classes' blocks of s, by the rules of parse: a nested
-// line, a blank one or a comment stays in the block; any other line starts a new
-// top-level entry, a block if it is a vendor's or a class's.
-func spans(s string) []span {
-	out := make([]span, 0, len(s)/512) // the upstream file has a vendor per 540 bytes
-	start, kind := 0, inNone
-	closeBlock := func(end int) {
-		if kind != inNone {
-			out = append(out, span{start: int32(start), end: int32(end), class: kind == inClass})
-		}
-	}
-	for at := 0; at < len(s); {
-		line := s[at:]
-		next := len(s)
-		if i := strings.IndexByte(line, '\n'); i >= 0 {
-			line, next = line[:i], at+i+1
-		}
-		// Not lineAt: a CR is looked for only in the few top-level lines.
-		if len(line) > 0 && line[0] != '\t' {
-			if i := strings.IndexByte(line, '\r'); i >= 0 {
-				line = line[:i]
-			}
-			if t := strings.TrimLeft(line, " \t"); t != "" && t[0] != '#' {
-				closeBlock(at)
-				start, kind = at, inNone
-				if rest, ok := strings.CutPrefix(line, "C "); ok {
-					if _, _, ok := idName(rest, 2); ok {
-						kind = inClass
-					}
-				} else if _, _, ok := idName(line, 4); ok {
-					kind = inVendor
-				}
-			}
-		}
-		at = next
-	}
-	closeBlock(len(s))
-	return out
-}
-
-// fromSpans makes the DB of s from where its blocks lie.
-func fromSpans(s string, spans []span) *DB {
-	db := newDB()
-	db.indexed = true
-	db.blocks = make([]block, 0, len(spans))
-	var classText []string
-	for _, p := range spans {
-		text := s[p.start:p.end]
-		if p.class {
-			classText = append(classText, text)
-			continue
-		}
-		line, _ := lineAt(text, 0)
-		v, name, _ := idName(line, 4)
-		db.blocks = append(db.blocks, block{vendor: uint16(v), name: name, text: text})
-	}
-	if len(classText) > 0 {
-		c := parse(strings.Join(classText, "\n"))
-		db.classes, db.subclasses, db.progIfs = c.classes, c.subclasses, c.progIfs
-	}
-	return db
-}
-
-// lineAt returns the line of s that starts at at, without its newline and, as parse
-// reads it, without what follows a CR; and where the next line starts.
-func lineAt(s string, at int) (line string, next int) {
-	line, next = s[at:], len(s)
-	if i := strings.IndexByte(line, '\n'); i >= 0 {
-		line, next = line[:i], at+i+1
-	}
+// line reads one line, without its newline.
+func (p *parser) line(line string) {
+	// Like pciutils, treat a CR as the end of the line.
 	if i := strings.IndexByte(line, '\r'); i >= 0 {
 		line = line[:i]
 	}
-	return line, next
-}
-
-// findVendor returns the name parse gives a vendor: that of its first line.
-func findVendor(blocks []block, vendor uint16) string {
-	for _, b := range blocks {
-		if b.vendor == vendor {
-			return b.name
-		}
+	if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
+		return
 	}
-	return ""
-}
-
-// deviceLines calls fn with each line of a vendor's blocks that parse reads as a line
-// of the device id, in file order, and with the text after it, until fn returns false.
-// Such a line is a newline, a tab and the id's four hex digits, so each is found by a
-// search of the text for that, in each case the id's letters can be written in (pci.ids
-// writes them in lower case; parse reads either), not by reading every line: a vendor's
-// blocks can hold thousands of lines, and a run looks up a few of them.
-func deviceLines(blocks []block, vendor, id uint16, fn func(name, after string) bool) {
-	needles := []string{"\n\t"}
-	for shift := 12; shift >= 0; shift -= 4 {
-		c := "0123456789abcdef"[id>>shift&0xf]
-		var longer []string
-		for _, n := range needles {
-			longer = append(longer, n+string(c))
-			if c >= 'a' {
-				longer = append(longer, n+string(c-'a'+'A'))
-			}
-		}
-		needles = longer
+	nest := 0
+	for nest < len(line) && line[nest] == '\t' {
+		nest++
 	}
-	for _, b := range blocks {
-		if b.vendor != vendor {
-			continue
-		}
-		var at []int // where each line of the id starts, in order
-		for _, n := range needles {
-			for from := 0; ; {
-				i := strings.Index(b.text[from:], n)
-				if i < 0 {
-					break
-				}
-				at = append(at, from+i+1)
-				from += i + 1
-			}
-		}
-		slices.Sort(at)
-		for _, start := range at {
-			line, next := lineAt(b.text, start)
-			if d, name, ok := idName(line[1:], 4); ok && uint16(d) == id && !fn(name, b.text[next:]) {
+	s := line[nest:]
+	w := p.want
+	switch nest {
+	case 0:
+		p.haveDevice, p.haveSub, p.sec, p.in = false, false, inNone, false
+		if rest, ok := strings.CutPrefix(s, "C "); ok {
+			c, name, ok := idName(rest, 2)
+			if !ok {
 				return
 			}
+			p.sec, p.class = inClass, uint8(c)
+			p.in = w == nil || w.classBlocks[p.class]
+			if w == nil || w.classes[p.class] {
+				keep(p, p.db.classes, p.class, name)
+			}
+			return
+		}
+		v, name, ok := idName(s, 4)
+		if !ok {
+			return
+		}
+		p.sec, p.vendor = inVendor, uint16(v)
+		p.in = w == nil || w.vendorBlocks[p.vendor]
+		if w == nil || w.vendors[p.vendor] {
+			keep(p, p.db.vendors, p.vendor, name)
+		}
+	case 1:
+		switch p.sec {
+		case inVendor:
+			d, name, ok := idName(s, 4)
+			p.haveDevice, p.device = ok, uint16(d)
+			key := uint32(p.vendor)<<16 | uint32(p.device)
+			if ok && (w == nil || w.devices[key]) {
+				keep(p, p.db.devices, key, name)
+			}
+		case inClass:
+			sc, name, ok := idName(s, 2)
+			p.haveSub, p.subclass = ok, uint8(sc)
+			key := uint16(p.class)<<8 | uint16(p.subclass)
+			if ok && (w == nil || w.subclasses[key]) {
+				keep(p, p.db.subclasses, key, name)
+			}
+		}
+	case 2:
+		switch {
+		case p.sec == inVendor && p.haveDevice:
+			if w != nil && !w.subsystemsOf[uint32(p.vendor)<<16|uint32(p.device)] {
+				return
+			}
+			sv, sd, name, ok := subsystemName(s)
+			key := uint64(p.vendor)<<48 | uint64(p.device)<<32 | uint64(sv)<<16 | uint64(sd)
+			if ok && (w == nil || w.subsystems[key]) {
+				keep(p, p.db.subsystems, key, name)
+			}
+		case p.sec == inClass && p.haveSub:
+			pi, name, ok := idName(s, 2)
+			key := uint32(p.class)<<16 | uint32(p.subclass)<<8 | pi
+			if ok && (w == nil || w.progIfs[key]) {
+				keep(p, p.db.progIfs, key, name)
+			}
 		}
 	}
+	// Deeper lines have no meaning in pci.ids and are skipped.
 }
 
-// findDevice returns the name parse gives a device: that of its first line.
-func findDevice(blocks []block, vendor, id uint16) string {
-	var found string
-	deviceLines(blocks, vendor, id, func(name, _ string) bool {
-		found = name
-		return false
-	})
-	return found
-}
-
-// findSubsystem returns the name parse gives a subsystem of a device: the first
-// subsystem line (two tabs deep) with its ids under a line of the device, up to the
-// next line one tab deep that is not blank or a comment.
-func findSubsystem(blocks []block, vendor, id, subVendor, subDevice uint16) string {
-	var found string
-	deviceLines(blocks, vendor, id, func(_, text string) bool {
-		for at := 0; at < len(text); {
-			var line string
-			line, at = lineAt(text, at)
-			if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
-				continue
-			}
-			if p, ok := strings.CutPrefix(line, "\t\t"); ok {
-				// A deeper line is none: subsystemName refuses its third tab.
-				if sv, sd, name, ok := subsystemName(p); ok && sv == subVendor && sd == subDevice {
-					found = name
-					return false
-				}
-				continue
-			}
-			return true // the next device's line, or a line that is none
-		}
-		return true
-	})
-	return found
-}
-
-// addFirst sets m[k] = v unless k is already there.
-func addFirst[K comparable](m map[K]string, k K, v string) {
+// keep sets m[k] to name unless k is already there: the first name of an id wins.
+func keep[K comparable](p *parser, m map[K]string, k K, name string) {
 	if _, dup := m[k]; !dup {
-		m[k] = v
+		if p.clone {
+			name = strings.Clone(name)
+		}
+		m[k] = name
 	}
 }
 
@@ -396,18 +244,7 @@ func (db *DB) Vendor(vendor uint16) (string, bool) {
 	if db == nil {
 		return "", false
 	}
-	if !db.indexed {
-		name, ok := db.vendors[vendor]
-		return name, ok
-	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	name, ok := db.vendors[vendor]
-	if !ok {
-		name = findVendor(db.blocks, vendor)
-		db.vendors[vendor] = name
-	}
-	return name, name != ""
+	return look(db, &db.vendors, vendor, func(w *wanted) { w.vendor(vendor) })
 }
 
 // Device returns the name of a vendor's device.
@@ -416,14 +253,7 @@ func (db *DB) Device(vendor, device uint16) (string, bool) {
 		return "", false
 	}
 	key := uint32(vendor)<<16 | uint32(device)
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	name, ok := db.devices[key]
-	if !ok && db.indexed {
-		name = findDevice(db.blocks, vendor, device)
-		db.devices[key] = name // "" remembers that it is not there
-	}
-	return name, name != ""
+	return look(db, &db.devices, key, func(w *wanted) { w.device(vendor, device) })
 }
 
 // Subsystem returns the name of a subsystem (subVendor:subDevice) of a
@@ -433,12 +263,24 @@ func (db *DB) Subsystem(vendor, device, subVendor, subDevice uint16) (string, bo
 		return "", false
 	}
 	key := uint64(vendor)<<48 | uint64(device)<<32 | uint64(subVendor)<<16 | uint64(subDevice)
+	return look(db, &db.subsystems, key, func(w *wanted) { w.subsystem(vendor, device, subVendor, subDevice) })
+}
+
+// look answers a lookup of k from m, which a DB with a source first loads it into
+// (with add) when it has not yet.
+func look[K comparable](db *DB, m *map[K]string, k K, add func(*wanted)) (string, bool) {
+	if db.src == nil {
+		name, ok := (*m)[k]
+		return name, ok
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	name, ok := db.subsystems[key]
-	if !ok && db.indexed {
-		name = findSubsystem(db.blocks, vendor, device, subVendor, subDevice)
-		db.subsystems[key] = name
+	name, ok := (*m)[k]
+	if !ok {
+		var w wanted
+		add(&w)
+		db.load(&w)
+		name = (*m)[k]
 	}
 	return name, name != ""
 }
@@ -489,17 +331,15 @@ func (db *DB) classLevel(class uint32, l level) (string, bool) {
 	if db == nil || class > 0xFFFFFF {
 		return "", false
 	}
-	var name string
-	var ok bool
+	add := func(w *wanted) { w.class(class) }
 	switch l {
 	case levelProgIf:
-		name, ok = db.progIfs[class]
+		return look(db, &db.progIfs, class, add)
 	case levelSubclass:
-		name, ok = db.subclasses[uint16(class>>8)]
-	case levelClass:
-		name, ok = db.classes[uint8(class>>16)]
+		return look(db, &db.subclasses, uint16(class>>8), add)
+	default:
+		return look(db, &db.classes, uint8(class>>16), add)
 	}
-	return name, ok
 }
 
 // Names is a chain of databases: each lookup takes the first DB that knows

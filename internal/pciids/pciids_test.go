@@ -2,10 +2,9 @@ package pciids
 
 import (
 	"errors"
-	"maps"
+	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -368,37 +367,28 @@ func TestNamesChain(t *testing.T) {
 	}
 }
 
-// loaded parses every vendor of an indexed DB into its maps, for the tests that read
-// them; the lookups it had cached, misses among them, are dropped first.
-func loaded(db *DB) *DB {
-	if !db.indexed {
+// loaded is every name of a DB, parsed from its whole text, for the tests that count
+// them.
+func loaded(t testing.TB, db *DB) *DB {
+	t.Helper()
+	switch {
+	case db.src == nil:
 		return db
+	case db.src.file == nil:
+		return parse(db.src.text)
 	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	clear(db.vendors)
-	clear(db.devices)
-	clear(db.subsystems)
-	for _, b := range db.blocks {
-		part := parse(b.text)
-		for k, name := range part.vendors {
-			addFirst(db.vendors, k, name)
-		}
-		for k, name := range part.devices {
-			addFirst(db.devices, k, name)
-		}
-		for k, name := range part.subsystems {
-			addFirst(db.subsystems, k, name)
-		}
+	b := make([]byte, db.src.size)
+	if _, err := db.src.file.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
 	}
-	return db
+	return parse(string(b))
 }
 
 func TestEmbedded(t *testing.T) {
-	db := loaded(Embedded())
-	if db != Embedded() {
+	if Embedded() != Embedded() {
 		t.Error("Embedded returns a different DB on the second call")
 	}
+	db := loaded(t, Embedded())
 
 	devices := []struct {
 		vendor, device uint16
@@ -558,7 +548,7 @@ func checkCounts(t *testing.T, data string, db *DB) {
 // The parser takes every entry of the embedded copy, a real pci.ids cut down: none is
 // skipped as malformed.
 func TestEmbeddedCounts(t *testing.T) {
-	checkCounts(t, embedded, loaded(Embedded()))
+	checkCounts(t, embedded, loaded(t, Embedded()))
 }
 
 // TestUpstream checks the parser against a complete upstream pci.ids and that the
@@ -576,7 +566,7 @@ func TestUpstream(t *testing.T) {
 	up := mustParse(t, string(data))
 	checkCounts(t, string(data), up)
 
-	emb := loaded(Embedded())
+	emb := loaded(t, Embedded())
 	for k, v := range emb.vendors {
 		if u := up.vendors[k]; u != v {
 			t.Errorf("vendor %04x: embedded %q, upstream %q", k, v, u)
@@ -716,7 +706,7 @@ func TestLoadSystemAndDefault(t *testing.T) {
 		}
 		// Every pci.ids has NVIDIA: one that yields no vendor 10de was not understood.
 		if _, ok := db.Vendor(0x10de); !ok {
-			t.Errorf("system file %s parsed to %d vendors, none of them 10de", path, len(loaded(db).vendors))
+			t.Errorf("system file %s parsed to %d vendors, none of them 10de", path, len(loaded(t, db).vendors))
 		}
 		if !strings.Contains(strings.Join(SystemPaths(), "\n"), path) {
 			t.Errorf("LoadSystem path %q not in SystemPaths", path)
@@ -797,104 +787,190 @@ func BenchmarkParseEmbedded(b *testing.B) {
 	}
 }
 
-// index answers every lookup as parse does, over the embedded file and the host's (when
-// it has one), and over the quirks: a vendor listed twice, CRs, comments, blank lines,
-// spaces before an entry, a bad top-level line with nested lines under it, classes in
-// two places, no newline at the end.
-func TestIndexEqualsParse(t *testing.T) {
-	texts := map[string]string{
-		"embedded": embedded,
-		"quirks": "# comment\n10de  NVIDIA\r\n\t2bb1  GB202GL\n\t\t10de 204b  RTX PRO 6000\n\n\t# nested comment\n" +
-			"\t2bb5  GB202GL\n\tzzzz  not a device\n\t\t10de 0001  under no device\n\t\t\t10de 0002  too deep\n" +
-			"\t2Bb7  written in both cases\n\t\t10DE 204C  so is its subsystem\n" +
-			"1a03  ASPEED\n\t1A2B  first, in upper case\n\t1a2b  then in lower case\n" +
-			" 1022  spaced\n\t0002  under spaced\n\r\nzzzz  not a vendor\n\t0001  lost device\n" +
-			"C 03  Display controller\n\t00  VGA compatible controller\n\t\t00  VGA controller\n" +
-			"10de  NVIDIA again\n\t2bb1  second name\n\t2230  GA102GL\n\t\t10de 1459  RTX A6000\n" +
-			"C zz  bad class\n\t01  lost subclass\nC 06  Bridge\n\t04  PCI bridge\n8086  Intel\n\t1234  last, no newline",
+// quirks is a text of what parse reads oddly: a vendor listed twice, CRs, comments,
+// blank lines, spaces before an entry, a bad top-level line with nested lines under it,
+// classes in two places, ids in both cases, no newline at the end.
+const quirks = "# comment\n10de  NVIDIA\r\n\t2bb1  GB202GL\n\t\t10de 204b  RTX PRO 6000\n\n\t# nested comment\n" +
+	"\t2bb5  GB202GL\n\tzzzz  not a device\n\t\t10de 0001  under no device\n\t\t\t10de 0002  too deep\n" +
+	"\t2Bb7  written in both cases\n\t\t10DE 204C  so is its subsystem\n" +
+	"1a03  ASPEED\n\t1A2B  first, in upper case\n\t1a2b  then in lower case\n" +
+	" 1022  spaced\n\t0002  under spaced\n\r\nzzzz  not a vendor\n\t0001  lost device\n" +
+	"C 03  Display controller\n\t00  VGA compatible controller\n\t\t00  VGA controller\n" +
+	"10de  NVIDIA again\n\t2bb1  second name\n\t2230  GA102GL\n\t\t10de 1459  RTX A6000\n" +
+	"C zz  bad class\n\t01  lost subclass\nC 06  Bridge\n\t04  PCI bridge\n8086  Intel\n\t1234  last, no newline"
+
+// asked is every id of a parsed DB, and the ids next to each (a bit flipped), which it
+// mostly does not name: what a DB made otherwise must answer as the parse does.
+func asked(want *DB) *wanted {
+	var w wanted
+	for v := range want.vendors {
+		w.vendor(v)
+		w.vendor(v ^ 1)
+		w.device(v, 0xfffe)
 	}
+	for k := range want.devices {
+		v, d := uint16(k>>16), uint16(k)
+		w.device(v, d)
+		w.device(v, d^1)
+		w.device(v, d^0x100)
+		w.subsystem(v, d, 0, 0)
+	}
+	for k := range want.subsystems {
+		w.subsystem(uint16(k>>48), uint16(k>>32), uint16(k>>16), uint16(k))
+		w.subsystem(uint16(k>>48), uint16(k>>32), uint16(k>>16), uint16(k)^1)
+	}
+	for k := range want.progIfs {
+		w.class(k)
+		w.class(k ^ 1)
+	}
+	for k := range want.subclasses {
+		w.class(uint32(k) << 8)
+		w.class(uint32(k^1) << 8)
+	}
+	for k := range want.classes {
+		w.class(uint32(k) << 16)
+		w.class(uint32(k^1) << 16)
+	}
+	return &w
+}
+
+// sameAnswers checks that got answers every id that w asks as want does; every fifth
+// of them with one lookup each, when one is set (a load of its own each, for a DB with a
+// source).
+func sameAnswers(t *testing.T, name string, want, got *DB, w *wanted, one bool) {
+	t.Helper()
+	i := 0
+	try := func() bool { i++; return !one || i%5 == 0 }
+	if one {
+		// A new DB of the same source: the lookups are its first.
+		got = withSource(got.src)
+	}
+	check := func(what string, k any, g, w string) {
+		if g != w {
+			t.Errorf("%s: %s %x: %q, want %q", name, what, k, g, w)
+		}
+	}
+	for v := range w.vendors {
+		if try() {
+			g, _ := got.Vendor(v)
+			check("vendor", v, g, want.vendors[v])
+		}
+	}
+	for k := range w.devices {
+		if try() {
+			g, _ := got.Device(uint16(k>>16), uint16(k))
+			check("device", k, g, want.devices[k])
+		}
+	}
+	for k := range w.subsystems {
+		if try() {
+			g, _ := got.Subsystem(uint16(k>>48), uint16(k>>32), uint16(k>>16), uint16(k))
+			check("subsystem", k, g, want.subsystems[k])
+		}
+	}
+	for k := range w.progIfs {
+		if try() {
+			g, _ := got.Class(k)
+			e, _ := want.Class(k)
+			check("class", k, g, e)
+			g, _ = got.Subclass(k)
+			e, _ = want.Subclass(k)
+			check("subclass", k, g, e)
+		}
+	}
+}
+
+// A DB with a source answers every lookup as parse does: the embedded copy with its
+// generated spans, a text in memory with the spans found at run time, and a file read
+// through buffers of every size from a byte (each line longer than the buffer) to the
+// file (one chunk); each after one load of everything, and with a load per lookup.
+func TestLoadsEqualParse(t *testing.T) {
+	texts := map[string]string{"embedded": embedded, "quirks": quirks}
 	for _, p := range SystemPaths() {
 		if b, err := os.ReadFile(p); err == nil {
 			texts[p] = string(b)
 		}
 	}
+	dir := t.TempDir()
 	for name, text := range texts {
-		want, got := parse(text), index(text)
-		for k, v := range want.devices {
-			if g, _ := got.Device(uint16(k>>16), uint16(k)); g != v {
-				t.Errorf("%s: device %08x: %q, want %q", name, k, g, v)
-			}
+		want := parse(text)
+		w := asked(want)
+		path := filepath.Join(dir, strings.ReplaceAll(name, "/", "_"))
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		for k, v := range want.subsystems {
-			if g, _ := got.Subsystem(uint16(k>>48), uint16(k>>32), uint16(k>>16), uint16(k)); g != v {
-				t.Errorf("%s: subsystem %016x: %q, want %q", name, k, g, v)
-			}
+		f, size, err := openFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// Misses as well: the ids next to every one there, and a device's subsystem
-		// 0000:0000, answer as parse does.
-		for k := range want.devices {
-			for _, d := range []uint16{uint16(k) ^ 1, uint16(k) ^ 0x100} {
-				g, _ := got.Device(uint16(k>>16), d)
-				if w := want.devices[k&0xffff0000|uint32(d)]; g != w {
-					t.Errorf("%s: device %04x:%04x: %q, want %q", name, k>>16, d, g, w)
+		defer f.Close()
+		dbs := map[string]*DB{"in memory": index(text)}
+		for _, chunk := range []int{1, 7, 4096, chunkBytes, len(text)} {
+			dbs[fmt.Sprintf("file, chunks of %d", chunk)] = withSource(&source{file: f, size: size, chunk: chunk})
+		}
+		if name == "embedded" {
+			dbs["generated spans"] = Embedded()
+		}
+		for form, db := range dbs {
+			if form != "in memory" && form != "generated spans" && (strings.HasPrefix(name, "/") || name == "embedded") {
+				if !strings.HasSuffix(form, fmt.Sprint(chunkBytes)) && !strings.HasSuffix(form, " 1") {
+					continue // the big files read in the sizes that matter: the default, and the smallest
 				}
 			}
-			g, _ := got.Subsystem(uint16(k>>16), uint16(k), 0, 0)
-			if w := want.subsystems[uint64(k)<<32]; g != w {
-				t.Errorf("%s: subsystem 0000:0000 of %08x: %q, want %q", name, k, g, w)
-			}
-		}
-		for k := range want.subsystems {
-			g, _ := got.Subsystem(uint16(k>>48), uint16(k>>32), uint16(k>>16), uint16(k)^1)
-			if w := want.subsystems[k^1]; g != w {
-				t.Errorf("%s: subsystem %016x: %q, want %q", name, k^1, g, w)
-			}
-		}
-		for v := range want.vendors {
-			if g, ok := got.Device(v, 0xfffe); ok != (want.devices[uint32(v)<<16|0xfffe] != "") {
-				t.Errorf("%s: device %04x:fffe: %q", name, v, g)
-			}
-			if g, _ := got.Vendor(v); g != want.vendors[v] {
-				t.Errorf("%s: vendor %04x: %q, want %q", name, v, g, want.vendors[v])
-			}
-			if g, ok := got.Vendor(v ^ 1); ok != (want.vendors[v^1] != "") {
-				t.Errorf("%s: vendor %04x: %q", name, v^1, g)
-			}
-		}
-		for _, c := range []struct {
-			what     string
-			got, exp int
-			same     bool
-		}{
-			{"classes", len(got.classes), len(want.classes), maps.Equal(got.classes, want.classes)},
-			{"subclasses", len(got.subclasses), len(want.subclasses), maps.Equal(got.subclasses, want.subclasses)},
-			{"prog-ifs", len(got.progIfs), len(want.progIfs), maps.Equal(got.progIfs, want.progIfs)},
-		} {
-			if !c.same {
-				t.Errorf("%s: %s differ: %d, want %d", name, c.what, c.got, c.exp)
+			label := name + ", " + form
+			db.mu.Lock()
+			db.load(w)
+			db.mu.Unlock()
+			sameAnswers(t, label, want, db, w, false)
+			if name == "quirks" || !strings.HasPrefix(form, "file") {
+				sameAnswers(t, label+", one by one", want, db, w, true)
 			}
 		}
 		if name == "quirks" {
-			// Every subsystem the text names, under every device of every vendor.
-			for _, m := range regexp.MustCompile(`\t\t([0-9a-fA-F]{4}) ([0-9a-fA-F]{4})`).FindAllStringSubmatch(text, -1) {
-				sv, _ := hex(m[1])
-				sd, _ := hex(m[2])
-				for v := range want.vendors {
-					for _, d := range []uint16{0x2bb1, 0x2bb5, 0x2bb7, 0x2230, 0x0002, 0x1234} {
-						g, _ := got.Subsystem(v, d, uint16(sv), uint16(sd))
-						key := uint64(v)<<48 | uint64(d)<<32 | uint64(sv)<<16 | uint64(sd)
-						if w := want.subsystems[key]; g != w {
-							t.Errorf("quirks: subsystem %016x: %q, want %q", key, g, w)
-						}
-					}
-				}
-			}
-			if n, _ := got.Device(0x10de, 0x2bb1); n != "GB202GL" {
+			if n, _ := index(text).Device(0x10de, 0x2bb1); n != "GB202GL" {
 				t.Errorf("quirks: the first name of a device listed twice is %q", n)
 			}
 			if len(want.devices) != 6 || len(want.classes) != 2 {
 				t.Errorf("quirks: parse found %d devices, %d classes: the quirks are not what the test means", len(want.devices), len(want.classes))
 			}
+		}
+	}
+}
+
+// Names.Load asks each DB of a chain only what the ones before it do not name, and the
+// lookups after it are answered from what it loaded.
+func TestNamesLoad(t *testing.T) {
+	first := index("10de  NVIDIA\n\t2bb1  GB202GL\nC 03  Display controller\n\t00  VGA compatible controller\n")
+	second := index("10de  NVIDIA (second)\n\t2bb1  (second)\n\t2bb5  GB202GL server\n1a03  ASPEED\n\t2000  ASPEED Graphics Family\n" +
+		"C 03  Display (second)\n\t02  3D controller\n")
+	n := Names{first, nil, second}
+	n.Load([]DeviceID{{0x10de, 0x2bb1}, {0x10de, 0x2bb5}, {0x1a03, 0x2000}}, []uint32{0x030000, 0x030200})
+	for _, c := range []struct {
+		db   *DB
+		what string
+		got  int
+		want int
+	}{
+		{first, "vendors", len(first.vendors), 2},    // 10de, 1a03
+		{first, "devices", len(first.devices), 3},    // all three
+		{second, "vendors", len(second.vendors), 1},  // 1a03 only
+		{second, "devices", len(second.devices), 2},  // 2bb5 and 2000
+		{second, "prog-ifs", len(second.progIfs), 2}, // classes go to every DB
+	} {
+		if c.got != c.want {
+			t.Errorf("%p: %d %s loaded, want %d", c.db, c.got, c.what, c.want)
+		}
+	}
+	for _, c := range []struct{ got, want string }{
+		{n.Vendor(0x10de), "NVIDIA"},
+		{n.Device(0x10de, 0x2bb5), "GB202GL server"},
+		{n.Vendor(0x1a03), "ASPEED"},
+		{n.Subclass(0x030000), "VGA compatible controller"},
+		{n.Subclass(0x030200), "3D controller"},
+		{n.Class(0x038000), "Display controller"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
 }
@@ -918,31 +994,28 @@ func BenchmarkEmbeddedIndex(b *testing.B) {
 
 func BenchmarkEmbeddedSpans(b *testing.B) {
 	for b.Loop() {
-		db := fromSpans(embedded, embeddedSpans)
+		db := withSource(&source{text: embedded, spans: embeddedSpans})
 		db.Device(0x10de, 0x2bb1)
 		db.Device(0x1022, 0x14ab)
 	}
 }
 
-// A host's full pci.ids (skipped without one): indexed, and four devices and a
-// subsystem looked up.
+// A host's full pci.ids (skipped without one): one load of four devices, their vendors
+// and two classes, as a scan asks them.
 func BenchmarkSystemFile(b *testing.B) {
-	var s string
+	var db *DB
 	for _, p := range SystemPaths() {
-		if t, err := readFile(p); err == nil {
-			s = t
+		if f, size, err := openFile(p); err == nil {
+			defer f.Close()
+			db = withSource(&source{file: f, size: size, chunk: chunkBytes})
 			break
 		}
 	}
-	if s == "" {
+	if db == nil {
 		b.Skip("no pci.ids on this machine")
 	}
 	for b.Loop() {
-		db := index(s)
-		db.Device(0x10de, 0x2bb1)
-		db.Device(0x10de, 0x22e8)
-		db.Device(0x1022, 0x14a4)
-		db.Device(0x15b3, 0x1021)
-		db.Subsystem(0x10de, 0x2bb1, 0x10de, 0x204b)
+		db := withSource(db.src)
+		Names{db}.Load([]DeviceID{{0x10de, 0x2bb1}, {0x10de, 0x22e8}, {0x1022, 0x14a4}, {0x15b3, 0x1021}}, []uint32{0x030200, 0x060400})
 	}
 }
