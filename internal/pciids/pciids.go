@@ -74,6 +74,7 @@ type parser struct {
 
 	sec        section
 	in         bool   // the lines under the current top-level line can hold a wanted name
+	deep       bool   // and those two tabs deep under the current nested line can
 	vendor     uint16 // current vendor, when sec == inVendor
 	device     uint16 // current device, when haveDevice
 	haveDevice bool
@@ -91,9 +92,10 @@ func (p *parser) text(s string) {
 		} else {
 			s = ""
 		}
-		// A line that starts with a tab is nested (or blank, or a comment): under a
-		// top-level line that can hold nothing wanted, there is nothing to read in it.
-		if !p.in && len(line) > 0 && line[0] == '\t' {
+		// A line that starts with a tab is nested (or blank, or a comment), and one
+		// that starts with two is deeper still: such a line changes nothing of what the
+		// parser is in, so where it can hold nothing wanted it is not read.
+		if len(line) > 0 && line[0] == '\t' && (!p.in || !p.deep && len(line) > 1 && line[1] == '\t') {
 			continue
 		}
 		p.line(line)
@@ -106,7 +108,7 @@ func (p *parser) line(line string) {
 	if i := strings.IndexByte(line, '\r'); i >= 0 {
 		line = line[:i]
 	}
-	if t := strings.TrimLeft(line, " \t"); t == "" || t[0] == '#' {
+	if t := trimBlanks(line, false); t == "" || t[0] == '#' {
 		return
 	}
 	nest := 0
@@ -117,7 +119,7 @@ func (p *parser) line(line string) {
 	w := p.want
 	switch nest {
 	case 0:
-		p.haveDevice, p.haveSub, p.sec, p.in = false, false, inNone, false
+		p.haveDevice, p.haveSub, p.sec, p.in, p.deep = false, false, inNone, false, false
 		if rest, ok := strings.CutPrefix(s, "C "); ok {
 			c, name, ok := idName(rest, 2)
 			if !ok {
@@ -145,6 +147,7 @@ func (p *parser) line(line string) {
 			d, name, ok := idName(s, 4)
 			p.haveDevice, p.device = ok, uint16(d)
 			key := uint32(p.vendor)<<16 | uint32(p.device)
+			p.deep = ok && (w == nil || w.subsystemsOf[key])
 			if ok && (w == nil || w.devices[key]) {
 				keep(p, p.db.devices, key, name)
 			}
@@ -152,6 +155,7 @@ func (p *parser) line(line string) {
 			sc, name, ok := idName(s, 2)
 			p.haveSub, p.subclass = ok, uint8(sc)
 			key := uint16(p.class)<<8 | uint16(p.subclass)
+			p.deep = ok && (w == nil || w.subclasses[key])
 			if ok && (w == nil || w.subclasses[key]) {
 				keep(p, p.db.subclasses, key, name)
 			}
@@ -159,9 +163,6 @@ func (p *parser) line(line string) {
 	case 2:
 		switch {
 		case p.sec == inVendor && p.haveDevice:
-			if w != nil && !w.subsystemsOf[uint32(p.vendor)<<16|uint32(p.device)] {
-				return
-			}
 			sv, sd, name, ok := subsystemName(s)
 			key := uint64(p.vendor)<<48 | uint64(p.device)<<32 | uint64(sv)<<16 | uint64(sd)
 			if ok && (w == nil || w.subsystems[key]) {
@@ -197,7 +198,7 @@ func idName(p string, n int) (id uint32, name string, ok bool) {
 	if !ok {
 		return 0, "", false
 	}
-	name = strings.Trim(p[n:], " \t")
+	name = trimBlanks(p[n:], true)
 	return id, name, name != ""
 }
 
@@ -210,7 +211,7 @@ func subsystemName(p string) (subVendor, subDevice uint16, name string, ok bool)
 	if !ok {
 		return 0, 0, "", false
 	}
-	sd, name, ok := idName(strings.TrimLeft(p[4:], " \t"), 4)
+	sd, name, ok := idName(trimBlanks(p[4:], false), 4)
 	if !ok {
 		return 0, 0, "", false
 	}
@@ -218,6 +219,17 @@ func subsystemName(p string) (subVendor, subDevice uint16, name string, ok bool)
 }
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
+
+// trimBlanks cuts the spaces and tabs s starts with, and with right those it ends with.
+func trimBlanks(s string, right bool) string {
+	for len(s) > 0 && isBlank(s[0]) {
+		s = s[1:]
+	}
+	for right && len(s) > 0 && isBlank(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
 
 // hex parses s, at most 8 hexadecimal digits of either case.
 func hex(s string) (uint32, bool) {
