@@ -215,24 +215,26 @@ func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 	if fd < 0 {
 		return ents, nil, nil
 	}
-	return ents, &sysDir{fd: fd, spent: d.spent}, nil
+	return ents, &sysDir{fd: fd, spent: d.spent, sys: strings.HasPrefix(p, "/sys/"), cap: capOf(p + "/")}, nil
 }
 
 // sysDir is a listed directory of /sys or /proc, open.
 type sysDir struct {
 	fd    int
 	spent *spent
+	sys   bool    // of /sys
+	cap   fileCap // of the files in it
 }
 
-func (s *sysDir) readShort(name, p string) ([]byte, error) {
-	if !strings.HasPrefix(p, "/sys/") {
+func (s *sysDir) readShort(name string) ([]byte, error) {
+	if !s.sys {
 		// A short read of a /proc file is not the whole of it: read by its path.
 		return nil, errors.ErrUnsupported
 	}
 	if err := s.spent.check(); err != nil {
 		return nil, err
 	}
-	b, err := readShortAt(s.fd, name, capOf(p))
+	b, err := readShortAt(s.fd, name, s.cap)
 	if err == nil {
 		err = s.spent.read(len(b))
 	}

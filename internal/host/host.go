@@ -73,8 +73,8 @@ type backend interface {
 // dirHandle reads the files of a listed directory by their names, relative to the
 // directory the listing opened: the kernel looks up one name, not the whole path.
 type dirHandle interface {
-	// readShort is readListed of the file name, whose path is p.
-	readShort(name, p string) ([]byte, error)
+	// readShort is readListed of the file name.
+	readShort(name string) ([]byte, error)
 	readlink(name string) (string, error)
 	close()
 }
@@ -458,9 +458,16 @@ func escapes(dir, target string) bool {
 	return false
 }
 
+// splitPath is the names of p, without empty ones.
 func splitPath(p string) []string {
-	var out []string
-	for _, c := range strings.Split(p, "/") {
+	out := make([]string, 0, strings.Count(p, "/")+1)
+	for p != "" {
+		c := p
+		if i := strings.IndexByte(p, '/'); i >= 0 {
+			c, p = p[:i], p[i+1:]
+		} else {
+			p = ""
+		}
 		if c != "" {
 			out = append(out, c)
 		}

@@ -1,8 +1,9 @@
 package host
 
 import (
+	"bytes"
 	"encoding/binary"
-	"strings"
+	"slices"
 	"syscall"
 )
 
@@ -28,7 +29,7 @@ func listDir(name string, limit int, keep bool) (ents []DirEntry, dirfd int, err
 			dirfd = -1
 		}
 	}()
-	var buf [8192]byte
+	var buf, nbuf [8192]byte
 	var out []DirEntry
 	for {
 		n, err := syscall.Getdents(fd, buf[:])
@@ -41,23 +42,33 @@ func listDir(name string, limit int, keep bool) (ents []DirEntry, dirfd int, err
 			return out, fd, nil
 		}
 		// struct linux_dirent64: inode (8 bytes), offset (8), record length (2),
-		// type (1), then the name, ended by a NUL. The names are cut from one string
-		// of the whole batch, not made one by one.
-		batch := string(buf[:n])
-		for off := 0; off+19 <= n; {
-			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-			if reclen < 19 || off+reclen > n {
+		// type (1), then the name, ended by a NUL. The batch is read twice: first for
+		// its names, gathered into one string, and for how many there are, so that the
+		// listing grows once; then for the entries, cut from that string.
+		names := nbuf[:0] // never longer than the batch
+		count := 0
+		for off := 0; off < n; {
+			nm, next, ok := dirent(buf[:n], off)
+			if !ok {
 				return nil, -1, syscall.EIO
 			}
-			typ := buf[off+18]
-			nm := batch[off+19 : off+reclen]
-			off += reclen
-			if end := strings.IndexByte(nm, 0); end >= 0 {
-				nm = nm[:end]
+			off = next
+			if nm != nil {
+				names = append(names, nm...)
+				count++
 			}
-			if nm == "." || nm == ".." || nm == "" {
+		}
+		all := string(names)
+		out = slices.Grow(out, count)
+		for off, at := 0, 0; off < n; {
+			nmb, next, _ := dirent(buf[:n], off)
+			typ := buf[off+18]
+			off = next
+			if nmb == nil {
 				continue
 			}
+			nm := all[at : at+len(nmb)]
+			at += len(nmb)
 			if len(out) == limit {
 				return nil, -1, tooManyEntries(limit)
 			}
@@ -79,4 +90,25 @@ func listDir(name string, limit int, keep bool) (ents []DirEntry, dirfd int, err
 			out = append(out, DirEntry{Name: nm, Kind: k})
 		}
 	}
+}
+
+// dirent reads the record at off of a getdents batch: its name (nil for ".", ".." or an
+// empty one) and where the next record starts; not ok when the record runs past the
+// batch.
+func dirent(b []byte, off int) (name []byte, next int, ok bool) {
+	if off+19 > len(b) {
+		return nil, 0, false
+	}
+	reclen := int(binary.NativeEndian.Uint16(b[off+16:]))
+	if reclen < 19 || off+reclen > len(b) {
+		return nil, 0, false
+	}
+	name = b[off+19 : off+reclen]
+	if end := bytes.IndexByte(name, 0); end >= 0 {
+		name = name[:end]
+	}
+	if s := string(name); s == "." || s == ".." || s == "" {
+		return nil, off + reclen, true
+	}
+	return name, off + reclen, true
 }

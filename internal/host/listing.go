@@ -115,27 +115,27 @@ func isName(name string) bool {
 // ReadFile returns the contents of the file name in the directory, as Host.ReadFile
 // does.
 func (d *Listing) ReadFile(name string) ([]byte, error) {
-	p := d.join(name)
 	if !isName(name) {
-		return d.h.ReadFile(p)
+		return d.h.ReadFile(d.join(name))
 	}
 	k, ok := d.kind(name)
 	if !ok {
-		return nil, d.h.pathErr("read", p, d.h.fs.missing())
+		return nil, d.h.pathErr("read", d.join(name), d.h.fs.missing())
 	}
 	if k == File {
 		var b []byte
 		var err error
 		if d.at != nil {
-			b, err = d.at.readShort(name, p)
+			b, err = d.at.readShort(name)
 		} else {
-			b, err = d.h.fs.readListed(p)
+			b, err = d.h.fs.readListed(d.join(name))
 		}
 		if err == nil {
 			return b, nil
 		}
 	}
-	return d.h.ReadFile(p)
+	// The path's own read gives what went wrong, under the path's name.
+	return d.h.ReadFile(d.join(name))
 }
 
 // ReadString is ReadFile without surrounding white space, as Host.ReadString.

@@ -47,6 +47,13 @@ var idFallbacks = []struct {
 	{"config", func(b []byte, _ Address) (identity, error) { return parseConfigIdentity(Config(b)) }},
 }
 
+// assumedIdentity is what an optional identity file that holds garbage is taken as.
+var assumedIdentity = map[string]string{
+	"subsystem_vendor": "subsystem vendor taken as 0000",
+	"subsystem_device": "subsystem device taken as 0000",
+	"revision":         "revision taken as 00",
+}
+
 // readIdentity reads the ids, class, subsystem ids and revision of the device in dir.
 //
 // vendor, device and class must be known: a file of them that holds garbage is an error,
@@ -58,8 +65,10 @@ var idFallbacks = []struct {
 //
 // A brief read (full false) leaves the subsystem ids and the revision at 0.
 func readIdentity(dir *host.Listing, a Address, warn func(error, string), full bool) (identity, error) {
-	required := []*idField{{name: "vendor", bits: 16}, {name: "device", bits: 16}, {name: "class", bits: 24}}
-	optional := []*idField{{name: "subsystem_vendor", bits: 16}, {name: "subsystem_device", bits: 16}, {name: "revision", bits: 8}}
+	req := [...]idField{{name: "vendor", bits: 16}, {name: "device", bits: 16}, {name: "class", bits: 24}}
+	opt := [...]idField{{name: "subsystem_vendor", bits: 16}, {name: "subsystem_device", bits: 16}, {name: "revision", bits: 8}}
+	required := []*idField{&req[0], &req[1], &req[2]}
+	optional := []*idField{&opt[0], &opt[1], &opt[2]}
 	missing := false
 	for _, f := range required {
 		v, err := readHex(dir, f.name, f.bits)
@@ -71,11 +80,6 @@ func readIdentity(dir *host.Listing, a Address, warn func(error, string), full b
 		default:
 			return identity{}, err
 		}
-	}
-	assumed := map[string]string{
-		"subsystem_vendor": "subsystem vendor taken as 0000",
-		"subsystem_device": "subsystem device taken as 0000",
-		"revision":         "revision taken as 00",
 	}
 	var bad []func() // warned about once the device is known to be kept
 	for _, f := range optional {
@@ -91,7 +95,7 @@ func readIdentity(dir *host.Listing, a Address, warn func(error, string), full b
 			// so that a tree without a revision file reads as it always did.
 			f.wanted = missing
 		default:
-			bad = append(bad, func() { warn(err, assumed[f.name]) })
+			bad = append(bad, func() { warn(err, assumedIdentity[f.name]) })
 		}
 	}
 	if missing {
