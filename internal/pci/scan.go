@@ -89,6 +89,7 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 // every device in full. The names are looked up last, for every device at once. The
 // warnings are those of what was read, in address order, as Scan gives them.
 func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*Tree, error) {
+	names.Prepare()
 	list, err := h.List(DevicesDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -52,7 +52,7 @@ func loadFirst(paths []string) (*DB, string, error) {
 		if err != nil {
 			return nil, p, err
 		}
-		return withSource(&source{file: f, size: size, chunk: chunkBytes}), p, nil
+		return withSource(fileSource(f, size)), p, nil
 	}
 	return nil, "", nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
@@ -19,16 +21,31 @@ type source struct {
 	text  string
 	spans []span
 
-	// Or a file, open for the rest of the process, read whole by each load through a
-	// buffer of chunk bytes (grown for a longer line): a host's pci.ids is 1.4 MB, and
-	// its pages are not held after the load.
-	file  *os.File
-	size  int64 // the bytes read: the file's size when it was opened
-	chunk int
+	// Or a file, open for the rest of the process, read through a buffer of chunk
+	// bytes (grown for a longer line): a host's pci.ids is 1.4 MB, and its pages are not
+	// held after a load. Where its blocks lie is found once, by a pass that
+	// [Names.Prepare] starts while the devices are read; a load then reads only the
+	// wanted blocks, or the whole file when there is no index (past maxSpans entries).
+	file     *os.File
+	size     int64 // the bytes read: the file's size when it was opened
+	chunk    int
+	maxSpans int
+	index    func() []span // nil for no index
 }
 
-// chunkBytes is what a load of a file reads at once.
-const chunkBytes = 64 << 10
+// chunkBytes is what a read of a file takes at once; maxSpans bounds the index of one
+// (the upstream file has 2,500 vendors; a crafted one of 16 MB could list millions).
+const (
+	chunkBytes = 64 << 10
+	maxSpans   = 1 << 16
+)
+
+// fileSource reads the file f of size bytes.
+func fileSource(f *os.File, size int64) *source {
+	src := &source{file: f, size: size, chunk: chunkBytes, maxSpans: maxSpans}
+	src.index = sync.OnceValue(src.findSpans)
+	return src
+}
 
 // withSource is a DB that loads from src.
 func withSource(src *source) *DB {
@@ -50,9 +67,10 @@ type wanted struct {
 	subclasses map[uint16]bool
 	progIfs    map[uint32]bool
 
-	vendorBlocks map[uint16]bool // the vendors, and those of the devices and subsystems
-	subsystemsOf map[uint32]bool // the devices of the subsystems
-	classBlocks  map[uint8]bool  // the classes, with the subclasses and prog-ifs
+	vendorBlocks map[uint16]bool     // the vendors, and those of the devices and subsystems
+	subsystemsOf map[uint32]bool     // the devices of the subsystems
+	deviceLines  map[uint16][]uint16 // by vendor: the devices and those of the subsystems
+	classBlocks  map[uint8]bool      // the classes, with the subclasses and prog-ifs
 }
 
 func set[K comparable](m *map[K]bool, k K) {
@@ -69,13 +87,24 @@ func (w *wanted) vendor(v uint16) {
 
 func (w *wanted) device(v, d uint16) {
 	set(&w.devices, uint32(v)<<16|uint32(d))
-	set(&w.vendorBlocks, v)
+	w.deviceLine(v, d)
 }
 
 func (w *wanted) subsystem(v, d, sv, sd uint16) {
 	set(&w.subsystems, uint64(v)<<48|uint64(d)<<32|uint64(sv)<<16|uint64(sd))
 	set(&w.subsystemsOf, uint32(v)<<16|uint32(d))
+	w.deviceLine(v, d)
+}
+
+// deviceLine wants the lines of a vendor's device read.
+func (w *wanted) deviceLine(v, d uint16) {
 	set(&w.vendorBlocks, v)
+	if w.deviceLines == nil {
+		w.deviceLines = map[uint16][]uint16{}
+	}
+	if !slices.Contains(w.deviceLines[v], d) {
+		w.deviceLines[v] = append(w.deviceLines[v], d)
+	}
 }
 
 // class wants every level of a 24-bit class code: the lookups of a class go level by
@@ -97,15 +126,45 @@ func (db *DB) load(w *wanted) {
 		return
 	}
 	p := parser{db: newDB(), want: w}
-	if src := db.src; src.file != nil {
+	src := db.src
+	spans := src.spans
+	if src.file != nil {
 		p.clone = true
-		// A file that fails to read part-way answers with what was read before:
-		// the names it did not reach are none, and the next DB of a chain gives them.
-		_ = src.stream(&p)
-	} else {
-		for _, s := range src.spans {
-			if s.class && w.classBlocks[uint8(s.id)] || !s.class && w.vendorBlocks[s.id] {
+		if spans = nil; src.index != nil {
+			spans = src.index()
+		}
+	}
+	// The blocks wanted, as bits by id: a host's file has 2,500 of them.
+	var vendors [1 << 16 / 64]uint64
+	var classes [256 / 64]uint64
+	for v := range w.vendorBlocks {
+		vendors[v/64] |= 1 << (v % 64)
+	}
+	for c := range w.classBlocks {
+		classes[c/64] |= 1 << (c % 64)
+	}
+	wants := func(s span) bool {
+		if s.class {
+			return classes[s.id/64&3]&(1<<(s.id%64)) != 0
+		}
+		return vendors[s.id/64]&(1<<(s.id%64)) != 0
+	}
+	switch {
+	case src.file == nil:
+		for _, s := range spans {
+			if wants(s) {
 				p.text(src.text[s.start:s.end])
+			}
+		}
+	case spans == nil:
+		// A file that fails to read part-way answers with what was read before: the
+		// names it did not reach are none, and the next DB of a chain gives them.
+		_ = src.stream(0, src.size, p.text)
+	default:
+		var buf []byte
+		for _, s := range spans {
+			if wants(s) && src.streamWith(&buf, int64(s.start), int64(s.end), p.text) != nil {
+				break
 			}
 		}
 	}
@@ -124,24 +183,37 @@ func answer[K comparable](m, found map[K]string, wanted map[K]bool) {
 	}
 }
 
-// stream shows p the file's lines, read a chunk at a time: each chunk up to its last
-// newline, the rest carried to the front of the next.
-func (src *source) stream(p *parser) error {
-	buf := make([]byte, min(int64(src.chunk), src.size))
-	held := 0      // bytes at the front of buf: a line the last read cut
-	at := int64(0) // where in the file the next read starts
-	for at < src.size {
+// stream shows fn the lines of the file from from to to, read a chunk at a time: each
+// chunk up to its last newline, the rest carried to the front of the next. The chunks
+// are the buffer's bytes, read into again: fn keeps a copy of what it keeps.
+func (src *source) stream(from, to int64, fn func(chunk string)) error {
+	return src.streamWith(nil, from, to, fn)
+}
+
+// streamWith is stream through *buf (grown as needed, and kept for the next stream).
+func (src *source) streamWith(bufp *[]byte, from, to int64, fn func(chunk string)) error {
+	if bufp == nil {
+		bufp = new([]byte)
+	}
+	if len(*bufp) == 0 {
+		*bufp = make([]byte, min(int64(src.chunk), src.size))
+	}
+	buf := *bufp
+	defer func() { *bufp = buf }()
+	held := 0 // bytes at the front of buf: a line the last read cut
+	at := from
+	for at < to {
 		if held == len(buf) { // a line longer than buf
-			buf = append(buf, make([]byte, min(int64(len(buf)), src.size-at))...)
+			buf = append(buf, make([]byte, max(1, min(int64(len(buf)), to-at)))...)
 		}
-		n, err := src.file.ReadAt(buf[held:min(int64(len(buf)), int64(held)+src.size-at)], at)
+		n, err := src.file.ReadAt(buf[held:min(int64(len(buf)), int64(held)+to-at)], at)
 		at += int64(n)
 		data := buf[:held+n]
 		end := len(data) // the last chunk ends the last line, with or without a newline
-		if at < src.size && err == nil {
+		if at < to && err == nil {
 			end = bytes.LastIndexByte(data, '\n') + 1
 		}
-		p.text(unsafe.String(unsafe.SliceData(data), end))
+		fn(unsafe.String(unsafe.SliceData(data), end))
 		held = copy(buf, data[end:])
 		if err == io.EOF { // the file shrank since it was opened
 			return nil
@@ -151,6 +223,24 @@ func (src *source) stream(p *parser) error {
 		}
 	}
 	return nil
+}
+
+// findSpans is spans of the file: nil when it holds more than maxSpans, or fails to read.
+func (src *source) findSpans() []span {
+	f := spanFinder{out: make([]span, 0, src.size/512)} // the upstream file has a vendor per 540 bytes
+	at := 0
+	err := src.stream(0, src.size, func(chunk string) {
+		if f.out != nil && len(f.out) > src.maxSpans {
+			return
+		}
+		f.text(chunk, at)
+		at += len(chunk)
+	})
+	out := f.end(at)
+	if err != nil || len(out) > src.maxSpans {
+		return nil
+	}
+	return out
 }
 
 // span is where a top-level entry of a pci.ids text lies: a vendor's block, or a
@@ -165,39 +255,69 @@ type span struct {
 // line, a blank one or a comment stays in the block; any other line starts a new
 // top-level entry, a block if it is a vendor's or a class's.
 func spans(s string) []span {
-	var out []span
-	start, kind, id := 0, inNone, uint16(0)
-	closeBlock := func(end int) {
-		if kind != inNone {
-			out = append(out, span{start: int32(start), end: int32(end), id: id, class: kind == inClass})
-		}
-	}
-	for at := 0; at < len(s); {
-		line := s[at:]
+	var f spanFinder
+	f.text(s, 0)
+	return f.end(len(s))
+}
+
+// spanFinder is spans, shown the text a piece at a time (each piece whole lines).
+type spanFinder struct {
+	out   []span
+	start int
+	kind  section
+	id    uint16
+}
+
+// text reads the lines of s, which starts at offset at of the text.
+func (f *spanFinder) text(s string, at int) {
+	for from := 0; from < len(s); {
+		line := s[from:]
 		next := len(s)
 		if i := strings.IndexByte(line, '\n'); i >= 0 {
-			line, next = line[:i], at+i+1
+			line, next = line[:i], from+i+1
 		}
 		if len(line) > 0 && line[0] != '\t' {
 			if i := strings.IndexByte(line, '\r'); i >= 0 {
 				line = line[:i]
 			}
-			if t := strings.TrimLeft(line, " \t"); t != "" && t[0] != '#' {
-				closeBlock(at)
-				start, kind = at, inNone
+			if t := trimBlanks(line, false); t != "" && t[0] != '#' {
+				f.close(at + from)
+				f.start, f.kind = at+from, inNone
 				if rest, ok := strings.CutPrefix(line, "C "); ok {
 					if c, _, ok := idName(rest, 2); ok {
-						kind, id = inClass, uint16(c)
+						f.kind, f.id = inClass, uint16(c)
 					}
 				} else if v, _, ok := idName(line, 4); ok {
-					kind, id = inVendor, uint16(v)
+					f.kind, f.id = inVendor, uint16(v)
 				}
 			}
 		}
-		at = next
+		from = next
 	}
-	closeBlock(len(s))
-	return out
+}
+
+func (f *spanFinder) close(end int) {
+	if f.kind != inNone {
+		f.out = append(f.out, span{start: int32(f.start), end: int32(end), id: f.id, class: f.kind == inClass})
+	}
+}
+
+// end closes the last block at the text's end, and returns the spans.
+func (f *spanFinder) end(at int) []span {
+	f.close(at)
+	f.kind = inNone
+	return f.out
+}
+
+// Prepare starts, in the background, what lets a later [Names.Load] read less: the pass
+// that finds where the blocks of a host's pci.ids lie. A scan calls it before it reads
+// the devices, for the pass to run while they are read.
+func (n Names) Prepare() {
+	for _, db := range n {
+		if db != nil && db.src != nil && db.src.index != nil {
+			go db.src.index()
+		}
+	}
 }
 
 // DeviceID is a PCI function's vendor and device ids.

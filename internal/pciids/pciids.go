@@ -2,6 +2,7 @@ package pciids
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -73,10 +74,11 @@ type parser struct {
 	clone bool // names are copied: the text is a buffer that is read into again
 
 	sec        section
-	in         bool   // the lines under the current top-level line can hold a wanted name
-	deep       bool   // and those two tabs deep under the current nested line can
-	vendor     uint16 // current vendor, when sec == inVendor
-	device     uint16 // current device, when haveDevice
+	devices    []uint16 // with want: the devices whose lines are read, of the current vendor
+	in         bool     // the lines under the current top-level line can hold a wanted name
+	deep       bool     // and those two tabs deep under the current nested line can
+	vendor     uint16   // current vendor, when sec == inVendor
+	device     uint16   // current device, when haveDevice
 	haveDevice bool
 	class      uint8 // current class, when sec == inClass
 	subclass   uint8 // current subclass, when haveSub
@@ -92,14 +94,36 @@ func (p *parser) text(s string) {
 		} else {
 			s = ""
 		}
-		// A line that starts with a tab is nested (or blank, or a comment), and one
-		// that starts with two is deeper still: such a line changes nothing of what the
-		// parser is in, so where it can hold nothing wanted it is not read.
-		if len(line) > 0 && line[0] == '\t' && (!p.in || !p.deep && len(line) > 1 && line[1] == '\t') {
+		if len(line) > 0 && line[0] == '\t' && p.passes(line) {
 			continue
 		}
 		p.line(line)
 	}
+}
+
+// passes says whether a line that starts with a tab can be passed over unread. Such a
+// line is nested (or blank, or a comment), one that starts with two is deeper still, and
+// neither changes what the parser is in: where it can hold nothing wanted, it is not
+// read. Nor is a device's line (the bulk of a vendor's block) of a device not wanted,
+// once the lines under it are known to be passed over too.
+func (p *parser) passes(line string) bool {
+	switch {
+	case !p.in:
+		return true
+	case len(line) > 1 && line[1] == '\t':
+		return !p.deep
+	case p.sec != inVendor || p.want == nil:
+		return false
+	}
+	if len(line) >= 5 {
+		if d, ok := hex(line[1:5]); ok && slices.Contains(p.devices, uint16(d)) {
+			return false
+		}
+	}
+	// Whatever the line is, no line under it is read: what the parser would take
+	// it for (a device or none) does not matter.
+	p.deep = false
+	return true
 }
 
 // line reads one line, without its newline.
@@ -138,6 +162,9 @@ func (p *parser) line(line string) {
 		}
 		p.sec, p.vendor = inVendor, uint16(v)
 		p.in = w == nil || w.vendorBlocks[p.vendor]
+		if w != nil {
+			p.devices = w.deviceLines[p.vendor]
+		}
 		if w == nil || w.vendors[p.vendor] {
 			keep(p, p.db.vendors, p.vendor, name)
 		}

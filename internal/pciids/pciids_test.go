@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -906,17 +907,29 @@ func TestLoadsEqualParse(t *testing.T) {
 		defer f.Close()
 		dbs := map[string]*DB{"in memory": index(text)}
 		for _, chunk := range []int{1, 7, 4096, chunkBytes, len(text)} {
-			dbs[fmt.Sprintf("file, chunks of %d", chunk)] = withSource(&source{file: f, size: size, chunk: chunk})
+			if big := strings.HasPrefix(name, "/") || name == "embedded"; big && chunk != 1 && chunk != chunkBytes {
+				continue // the big files are read in the sizes that matter: the default, and the smallest
+			}
+			whole := &source{file: f, size: size, chunk: chunk}
+			indexed := fileSource(f, size)
+			indexed.chunk = chunk
+			if got := indexed.index(); !slices.Equal(got, spans(text)) {
+				t.Errorf("%s, chunks of %d: the file's index has %d spans, the text's %d", name, chunk, len(got), len(spans(text)))
+			}
+			dbs[fmt.Sprintf("file, chunks of %d", chunk)] = withSource(whole)
+			dbs[fmt.Sprintf("file, indexed, chunks of %d", chunk)] = withSource(indexed)
 		}
+		// An index past its bound is none: the loads read the whole file.
+		over := fileSource(f, size)
+		over.maxSpans = 1
+		if len(want.vendors) > 1 && over.index() != nil {
+			t.Errorf("%s: an index of more than one span was kept", name)
+		}
+		dbs["file, index over its bound"] = withSource(over)
 		if name == "embedded" {
 			dbs["generated spans"] = Embedded()
 		}
 		for form, db := range dbs {
-			if form != "in memory" && form != "generated spans" && (strings.HasPrefix(name, "/") || name == "embedded") {
-				if !strings.HasSuffix(form, fmt.Sprint(chunkBytes)) && !strings.HasSuffix(form, " 1") {
-					continue // the big files read in the sizes that matter: the default, and the smallest
-				}
-			}
 			label := name + ", " + form
 			db.mu.Lock()
 			db.load(w)
@@ -1000,22 +1013,55 @@ func BenchmarkEmbeddedSpans(b *testing.B) {
 	}
 }
 
-// A host's full pci.ids (skipped without one): one load of four devices, their vendors
-// and two classes, as a scan asks them.
-func BenchmarkSystemFile(b *testing.B) {
-	var db *DB
+// The sample host's devices and classes, as a scan of it asks them.
+var (
+	sampleDevices = []DeviceID{{0x1022, 0x153a}, {0x1022, 0x153b}, {0x1022, 0x153c}, {0x1022, 0x153d}, {0x1022, 0x153e},
+		{0x1022, 0x1555}, {0x1022, 0x1556}, {0x1022, 0x1557}, {0x1022, 0x156e}, {0x1022, 0x7901}, {0x10de, 0x22e8},
+		{0x10de, 0x2bb1}, {0x144d, 0xa80a}, {0x15b3, 0x1021}, {0x1a03, 0x1150}, {0x1a03, 0x2000}, {0x8086, 0x15ff}}
+	sampleClasses = []uint32{0x060400, 0x030200, 0x040300, 0x020000, 0x010802, 0x060000, 0x080600, 0x130000, 0x0c0330}
+)
+
+// systemSource is the host's pci.ids, or a skip.
+func systemSource(b *testing.B) *source {
 	for _, p := range SystemPaths() {
 		if f, size, err := openFile(p); err == nil {
-			defer f.Close()
-			db = withSource(&source{file: f, size: size, chunk: chunkBytes})
-			break
+			b.Cleanup(func() { f.Close() })
+			return fileSource(f, size)
 		}
 	}
-	if db == nil {
-		b.Skip("no pci.ids on this machine")
-	}
+	b.Skip("no pci.ids on this machine")
+	return nil
+}
+
+// A host's full pci.ids (skipped without one): the pass that finds where its blocks lie
+// (which Prepare runs while a scan reads the devices); the load of the sample host's
+// names that follows it; and a load without an index, which reads the whole file.
+func BenchmarkSystemFileIndex(b *testing.B) {
+	src := systemSource(b)
 	for b.Loop() {
-		db := withSource(db.src)
-		Names{db}.Load([]DeviceID{{0x10de, 0x2bb1}, {0x10de, 0x22e8}, {0x1022, 0x14a4}, {0x15b3, 0x1021}}, []uint32{0x030200, 0x060400})
+		fileSource(src.file, src.size).index()
+	}
+}
+
+func BenchmarkSystemFileLoad(b *testing.B) {
+	src := systemSource(b)
+	src.index()
+	for b.Loop() {
+		Names{withSource(src)}.Load(sampleDevices, sampleClasses)
+	}
+}
+
+func BenchmarkSystemFileWhole(b *testing.B) {
+	src := systemSource(b)
+	src.index = nil
+	for b.Loop() {
+		Names{withSource(src)}.Load(sampleDevices, sampleClasses)
+	}
+}
+
+// The embedded copy: the load of what the host's file does not name of the sample host.
+func BenchmarkEmbeddedLoad(b *testing.B) {
+	for b.Loop() {
+		Names{withSource(&source{text: embedded, spans: embeddedSpans})}.Load([]DeviceID{{0x10de, 0x2bb1}, {0x1022, 0x153a}}, sampleClasses)
 	}
 }
