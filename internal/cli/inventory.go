@@ -336,10 +336,10 @@ func groupNotes(inv *inventory.Inventory) []string {
 
 // chipPrefix matches pci.ids names such as "GB202GL [RTX PRO 6000 Blackwell …]", whose
 // bracketed part is the name users know.
-var chipPrefix = lazyre.New(`^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`)
+var chipPrefix = &lazyre.Regexp{Expr: `^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`}
 
 func model(d *pci.Device) string {
-	if m := chipPrefix().FindStringSubmatch(d.DeviceName); m != nil {
+	if m := chipPrefix.Get().FindStringSubmatch(d.DeviceName); m != nil {
 		return m[1]
 	}
 	return d.Name()

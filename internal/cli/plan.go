@@ -157,7 +157,7 @@ func releaseLines(hs []holders.Holder, seen map[string]bool) []string {
 
 // shortName is the marketing name of a GPU, or the device name.
 func shortName(name string) string {
-	if m := chipPrefix().FindStringSubmatch(name); m != nil {
+	if m := chipPrefix.Get().FindStringSubmatch(name); m != nil {
 		return m[1]
 	}
 	return name

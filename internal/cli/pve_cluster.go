@@ -324,7 +324,7 @@ func guestLabel(doc clusterDoc, id int) string {
 	return fmt.Sprintf("VM %d", id)
 }
 
-var gpuMinor = lazyre.New(`^/dev/nvidia(\d+)$`)
+var gpuMinor = &lazyre.Regexp{Expr: `^/dev/nvidia(\d+)$`}
 
 // guestGPUs says what a guest takes: a VM its mappings and how many of each, a container
 // its /dev/nvidiaN (in ranges) and how the nodes get in.
@@ -339,7 +339,7 @@ func guestGPUs(gu clusterGuestJSON) string {
 	var minors []int
 	others := 0
 	for _, d := range gu.Devices {
-		if m := gpuMinor().FindStringSubmatch(d); m != nil {
+		if m := gpuMinor.Get().FindStringSubmatch(d); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			minors = append(minors, n)
 		} else {

@@ -229,12 +229,12 @@ func movable(inv *inventory.Inventory) map[pci.Address]bool {
 
 // plainName is what a driver name looks like; anything else is quoted, so that a
 // newline or an escape in a journal or a damaged driver_override shows as what it is.
-var plainName = lazyre.New(`^[A-Za-z0-9_.-]+$`)
+var plainName = &lazyre.Regexp{Expr: `^[A-Za-z0-9_.-]+$`}
 
 // binding says how a device is bound: its driver and its driver_override.
 func binding(driver, override string) string {
 	q := func(s string) string {
-		if plainName().MatchString(s) {
+		if plainName.Get().MatchString(s) {
 			return s
 		}
 		return fmt.Sprintf("%q", s)

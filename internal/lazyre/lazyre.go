@@ -8,10 +8,24 @@ import (
 	"sync"
 )
 
-// New returns a function that compiles expr the first time it is called, and returns
-// the same *regexp.Regexp from then on. Like regexp.MustCompile, it panics on an
-// expression that does not compile, at that first call; TestExpressionsCompile
-// compiles every expression given to New in the module, so a bad one fails a test.
-func New(expr string) func() *regexp.Regexp {
-	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+// Regexp is a regular expression compiled the first time it is used. Declared as a
+// pointer to a literal,
+//
+//	var version = &lazyre.Regexp{Expr: `^(\d+)\.(\d+)$`}
+//
+// it is data that the linker lays out: the package's initialisation does nothing for
+// it, not even run a call.
+type Regexp struct {
+	Expr string
+	once sync.Once
+	re   *regexp.Regexp
+}
+
+// Get returns the compiled expression, the same *regexp.Regexp at every call. Like
+// regexp.MustCompile, it panics on an expression that does not compile, at the first
+// call; TestExpressionsCompile compiles every expression of the module, so a bad one
+// fails a test.
+func (r *Regexp) Get() *regexp.Regexp {
+	r.once.Do(func() { r.re = regexp.MustCompile(r.Expr) })
+	return r.re
 }

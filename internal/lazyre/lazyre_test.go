@@ -63,7 +63,7 @@ func TestNoRegexpAtInit(t *testing.T) {
 				}
 				if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
 					if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "regexp" && strings.Contains(sel.Sel.Name, "Compile") {
-						t.Errorf("%s: regexp.%s at package initialisation: use lazyre.New", fset.Position(call.Pos()), sel.Sel.Name)
+						t.Errorf("%s: regexp.%s at package initialisation: use a lazyre.Regexp", fset.Position(call.Pos()), sel.Sel.Name)
 					}
 				}
 				return true
@@ -72,7 +72,7 @@ func TestNoRegexpAtInit(t *testing.T) {
 	}
 }
 
-// Every expression given to New compiles, though the first call may lie on a path no
+// Every expression of a lazyre.Regexp compiles, though the first call may lie on a path no
 // other test takes.
 func TestExpressionsCompile(t *testing.T) {
 	fset, files := sources(t)
@@ -100,25 +100,33 @@ func TestExpressionsCompile(t *testing.T) {
 	for p, f := range files {
 		constant := func(e ast.Expr) (string, bool) { return constant(e, consts[filepath.Dir(p)]) }
 		ast.Inspect(f, func(x ast.Node) bool {
-			call, ok := x.(*ast.CallExpr)
+			lit, ok := x.(*ast.CompositeLit)
 			if !ok {
 				return true
 			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "New" {
+			sel, ok := lit.Type.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Regexp" {
 				return true
 			}
-			if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "lazyre" || len(call.Args) != 1 {
+			if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "lazyre" {
 				return true
 			}
-			expr, ok := constant(call.Args[0])
+			var expr string
+			ok = false
+			for _, e := range lit.Elts {
+				if kv, isKV := e.(*ast.KeyValueExpr); isKV {
+					if k, isIdent := kv.Key.(*ast.Ident); isIdent && k.Name == "Expr" {
+						expr, ok = constant(kv.Value)
+					}
+				}
+			}
 			if !ok {
-				t.Errorf("%s: lazyre.New of an expression that is not a string constant", fset.Position(call.Pos()))
+				t.Errorf("%s: a lazyre.Regexp whose Expr is not a string constant", fset.Position(lit.Pos()))
 				return true
 			}
 			n++
 			if _, err := regexp.Compile(expr); err != nil {
-				t.Errorf("%s: %v", fset.Position(call.Pos()), err)
+				t.Errorf("%s: %v", fset.Position(lit.Pos()), err)
 			}
 			return true
 		})
@@ -156,12 +164,12 @@ func constant(e ast.Expr, consts map[string]ast.Expr) (string, bool) {
 	return "", false
 }
 
-func TestNew(t *testing.T) {
-	re := New(`^a(b+)$`)
-	if re() != re() {
+func TestRegexp(t *testing.T) {
+	re := &Regexp{Expr: `^a(b+)$`}
+	if re.Get() != re.Get() {
 		t.Error("a second call compiled again")
 	}
-	if m := re().FindStringSubmatch("abb"); len(m) != 2 || m[1] != "bb" {
+	if m := re.Get().FindStringSubmatch("abb"); len(m) != 2 || m[1] != "bb" {
 		t.Errorf("match %q", m)
 	}
 }

@@ -332,7 +332,7 @@ func parsesBack(path, old, data string) error {
 		}
 		for i, l := range splitLines(data) {
 			t := strings.TrimSpace(l.text)
-			if t == "" || strings.HasPrefix(t, "#") || had[l.text] || sectionHead().MatchString(t) || guestKey().MatchString(t) || rawLXC().MatchString(t) {
+			if t == "" || strings.HasPrefix(t, "#") || had[l.text] || sectionHead.Get().MatchString(t) || guestKey.Get().MatchString(t) || rawLXC.Get().MatchString(t) {
 				continue
 			}
 			return &LineError{File: path, Line: i + 1, Msg: fmt.Sprintf("%q is not a key: value line", l.text)}
