@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
@@ -247,7 +248,7 @@ func undoMove(ctx context.Context, g *globals, h *host.Host, k bind.Kernel, inv 
 // turn the check off.
 var openKernel = func(h *host.Host) (bind.Kernel, error) { return bind.Live(h) }
 
-var errSnapshot = errors.New("it is a snapshot, which cannot be changed; run on the host itself")
+var errSnapshot error = &errconst.Error{Text: "it is a snapshot, which cannot be changed; run on the host itself"}
 
 // explainHeld adds to a refusal for held devices how to release each holder.
 func explainHeld(err error) error {

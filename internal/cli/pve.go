@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
@@ -209,7 +210,7 @@ type syncMode struct {
 }
 
 // errSyncStops ends a dry run that found reasons --apply would stop.
-var errSyncStops = errors.New("--apply would stop, for the reasons above; nothing was written")
+var errSyncStops error = &errconst.Error{Text: "--apply would stop, for the reasons above; nothing was written"}
 
 // runSync computes the Proxmox changes of a planned split and checks them: the
 // refusals of the sync (results that cannot work, unless forced) and every condition

@@ -12,6 +12,8 @@ import (
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/gpusplit/gpusplit/internal/errconst"
 )
 
 // archiveBackend holds a snapshot archive unpacked in memory.
@@ -95,7 +97,7 @@ type streamCap struct {
 	over bool
 }
 
-var errStreamCap = errors.New("archive stream over its cap")
+var errStreamCap error = &errconst.Error{Text: "archive stream over its cap"}
 
 func (s *streamCap) Read(p []byte) (int, error) {
 	if s.left <= 0 {

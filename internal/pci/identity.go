@@ -24,10 +24,11 @@ type identity struct {
 // idField is one identity attribute of a device directory: its value once known, and
 // whether it is still wanted from another file.
 type idField struct {
-	name   string
-	bits   int
-	value  uint64
-	wanted bool
+	name    string
+	bits    int
+	assumed string // an optional one's warning for garbage in its file
+	value   uint64
+	wanted  bool
 }
 
 // idFallbacks are the files that hold a device's identity besides vendor, device and
@@ -47,13 +48,6 @@ var idFallbacks = []struct {
 	{"config", func(b []byte, _ Address) (identity, error) { return parseConfigIdentity(Config(b)) }},
 }
 
-// assumedIdentity is what an optional identity file that holds garbage is taken as.
-var assumedIdentity = map[string]string{
-	"subsystem_vendor": "subsystem vendor taken as 0000",
-	"subsystem_device": "subsystem device taken as 0000",
-	"revision":         "revision taken as 00",
-}
-
 // readIdentity reads the ids, class, subsystem ids and revision of the device in dir.
 //
 // vendor, device and class must be known: a file of them that holds garbage is an error,
@@ -66,7 +60,11 @@ var assumedIdentity = map[string]string{
 // A brief read (full false) leaves the subsystem ids and the revision at 0.
 func readIdentity(dir *host.Listing, a Address, warn func(error, string), full bool) (identity, error) {
 	req := [...]idField{{name: "vendor", bits: 16}, {name: "device", bits: 16}, {name: "class", bits: 24}}
-	opt := [...]idField{{name: "subsystem_vendor", bits: 16}, {name: "subsystem_device", bits: 16}, {name: "revision", bits: 8}}
+	opt := [...]idField{
+		{name: "subsystem_vendor", bits: 16, assumed: "subsystem vendor taken as 0000"},
+		{name: "subsystem_device", bits: 16, assumed: "subsystem device taken as 0000"},
+		{name: "revision", bits: 8, assumed: "revision taken as 00"},
+	}
 	required := []*idField{&req[0], &req[1], &req[2]}
 	optional := []*idField{&opt[0], &opt[1], &opt[2]}
 	missing := false
@@ -95,7 +93,7 @@ func readIdentity(dir *host.Listing, a Address, warn func(error, string), full b
 			// so that a tree without a revision file reads as it always did.
 			f.wanted = missing
 		default:
-			bad = append(bad, func() { warn(err, assumedIdentity[f.name]) })
+			bad = append(bad, func() { warn(err, f.assumed) })
 		}
 	}
 	if missing {

@@ -16,12 +16,21 @@ var embedded string
 // go generate: its index costs no walk over its 600 KB at run time.
 //
 //go:generate go test -run TestEmbeddedSpansAreCurrent -update .
-var embeddedDB = sync.OnceValue(func() *DB { return withSource(&source{text: embedded, spans: embeddedSpans}) })
+//
+// The DBs of Embedded and Default are made at their first call (a sync.Once is data;
+// a sync.OnceValue would be a call at the package's initialisation).
+var (
+	embeddedOnce, systemOnce sync.Once
+	embeddedDB, systemDB     *DB
+)
 
 // Embedded returns the database built into the binary, a trimmed copy of
 // the upstream pci.ids (see the package documentation). A lookup reads only
 // the block of its vendor or class; every call returns the same DB.
-func Embedded() *DB { return embeddedDB() }
+func Embedded() *DB {
+	embeddedOnce.Do(func() { embeddedDB = withSource(&source{text: embedded, spans: embeddedSpans}) })
+	return embeddedDB
+}
 
 // SystemPaths returns the places where Linux distributions install
 // pci.ids, in the order [LoadSystem] tries them.
@@ -98,16 +107,12 @@ func checkFile(p string, fi os.FileInfo) error {
 	return nil
 }
 
-var systemDB = sync.OnceValue(func() *DB {
-	db, _, _ := LoadSystem()
-	return db
-})
-
 // Default returns the host's pci.ids (if [LoadSystem] finds and reads one)
 // followed by [Embedded]. The host's file is read once per process; one
 // that cannot be read is left out.
 func Default() Names {
-	if db := systemDB(); db != nil {
+	systemOnce.Do(func() { systemDB, _, _ = LoadSystem() })
+	if db := systemDB; db != nil {
 		return Names{db, Embedded()}
 	}
 	return Names{Embedded()}
