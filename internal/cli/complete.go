@@ -51,12 +51,14 @@ func completeFilesExt(exts ...string) cobra.CompletionFunc {
 
 // formatValues are the values of --format, by command path: a flag of the same name means
 // different things in different commands.
-var formatValues = map[string][]cobra.Completion{
-	"gpusplit topo": {
-		cobra.CompletionWithDesc("matrix", "the nvidia-smi topo -m matrix"),
-		cobra.CompletionWithDesc("svg", "a picture of the PCIe tree"),
-		cobra.CompletionWithDesc("dot", "the PCIe tree as a Graphviz graph"),
-	},
+func formatValues() map[string][]cobra.Completion {
+	return map[string][]cobra.Completion{
+		"gpusplit topo": {
+			cobra.CompletionWithDesc("matrix", "the nvidia-smi topo -m matrix"),
+			cobra.CompletionWithDesc("svg", "a picture of the PCIe tree"),
+			cobra.CompletionWithDesc("dot", "the PCIe tree as a Graphviz graph"),
+		},
+	}
 }
 
 // flagCompletions says how the values of each flag are completed, by the flag's name,
@@ -106,7 +108,7 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 
 		// topo; the files of nccl-topo and snapshot.
 		"format": func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			return completionPrefix(formatValues[cmd.CommandPath()], toComplete), inOrder
+			return completionPrefix(formatValues()[cmd.CommandPath()], toComplete), inOrder
 		},
 		"manifest": completeFiles,
 		"file":     completeFiles,

@@ -240,7 +240,7 @@ func TestEveryFlagHasCompletion(t *testing.T) {
 				}
 				if f.Name == "format" {
 					formatPaths[c.CommandPath()] = true
-					if len(formatValues[c.CommandPath()]) == 0 {
+					if len(formatValues()[c.CommandPath()]) == 0 {
 						t.Errorf("%s --format: its values are not in formatValues", c.CommandPath())
 					}
 				}
@@ -259,7 +259,7 @@ func TestEveryFlagHasCompletion(t *testing.T) {
 			t.Errorf("flagCompletions has --%s, which no command has", name)
 		}
 	}
-	for path := range formatValues {
+	for path := range formatValues() {
 		if !formatPaths[path] {
 			t.Errorf("formatValues has %q, which has no --format", path)
 		}

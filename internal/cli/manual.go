@@ -85,11 +85,13 @@ func ExitStatusMarkdown() string {
 	return b.String()
 }
 
-// exitStatusTopic is a help topic, not a command: gpusplit help exit-status.
-var exitStatusTopic = &cobra.Command{
-	Use:   "exit-status",
-	Short: "What each exit status means, in every command",
-	Long:  exitStatusText(),
+// newExitStatusTopic is a help topic, not a command: gpusplit help exit-status.
+func newExitStatusTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exit-status",
+		Short: "What each exit status means, in every command",
+		Long:  exitStatusText(),
+	}
 }
 
 func exitStatusText() string {

@@ -7,12 +7,13 @@ import (
 	"github.com/gpusplit/gpusplit/internal/plan"
 )
 
-// splitTOMLTopic is a help topic: gpusplit help split.toml prints the documented
+// newSplitTOMLTopic is a help topic: gpusplit help split.toml prints the documented
 // desired state file, which an installed binary carries with it.
-var splitTOMLTopic = &cobra.Command{
-	Use:   "split.toml",
-	Short: "The desired state file (" + plan.DefaultConfig + "), every key explained",
-	Long: `The desired state file, as plan, apply, status and persist read it from
+func newSplitTOMLTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "split.toml",
+		Short: "The desired state file (" + plan.DefaultConfig + "), every key explained",
+		Long: `The desired state file, as plan, apply, status and persist read it from
 ` + plan.DefaultConfig + ` (or --config). This is a complete example with every key
 explained; save it with
 
@@ -21,4 +22,5 @@ explained; save it with
 and edit it, then check it with gpusplit plan --config split.toml.
 
 ` + docs.SplitTOML,
+	}
 }
