@@ -9,6 +9,16 @@
 // the administrator keeps up to date; the embedded copy fills in what an
 // old distribution file lacks, such as the newest GPUs.
 //
+// Neither of those two is parsed whole: a run names a few dozen devices of
+// a file that lists tens of thousands. [Names.Load] looks up all that a scan
+// is about to ask in one pass of a parser that keeps only those names, and
+// a lookup answers from what it kept. The pass reads only the blocks of the
+// vendors and classes it wants: the embedded copy's blocks lie where
+// go generate found them (embedded_spans.go); the host's file is read
+// through a 64 KB buffer, not held in memory, and where its blocks lie is
+// found by a pass that [Names.Prepare] starts while the devices are read.
+// A DB from [Parse] holds every name.
+//
 // # Format
 //
 // Lines starting with '#' are comments and blank lines are ignored.

@@ -15,10 +15,10 @@ var embedded string
 // embeddedSpans (embedded_spans.go) is where the embedded copy's blocks lie, found by
 // go generate: its index costs no walk over its 600 KB at run time.
 //
-//go:generate go test -run TestEmbeddedSpansAreCurrent -update .
-//
 // The DBs of Embedded and Default are made at their first call (a sync.Once is data;
 // a sync.OnceValue would be a call at the package's initialisation).
+//
+//go:generate go test -run TestEmbeddedSpansAreCurrent -update .
 var (
 	embeddedOnce, systemOnce sync.Once
 	embeddedDB, systemDB     *DB
