@@ -236,7 +236,7 @@ func (e *evaluator) file(name, src string) {
 		if t.kind == tEOF && e.broken == nil && len(e.blocks) > 0 {
 			// A compound command without its end never runs.
 			b := e.blocks[len(e.blocks)-1]
-			e.broken = &syntaxError{b.pos, "no end to the " + blockNames[b.kind] + " started here"}
+			e.broken = &syntaxError{b.pos, "no end to the " + blockName(b.kind) + " started here"}
 		}
 		if e.broken != nil {
 			e.g.SyntaxErrors = append(e.g.SyntaxErrors, e.broken.at(name, e.lines))
@@ -252,9 +252,24 @@ func (e *evaluator) file(name, src string) {
 	}
 }
 
-var blockNames = map[string]string{
-	"if": "if", "while": "while loop", "until": "until loop", "for": "for loop",
-	"case": "case", "{": "{ group", "(": "( subshell",
+// blockName names a compound command by the word that opens it. It is a switch rather
+// than a map so that the package has no initialisation.
+func blockName(kind string) string {
+	switch kind {
+	case "if", "case":
+		return kind
+	case "while":
+		return "while loop"
+	case "until":
+		return "until loop"
+	case "for":
+		return "for loop"
+	case "{":
+		return "{ group"
+	case "(":
+		return "( subshell"
+	}
+	return ""
 }
 
 // bracket follows the subshell parentheses; in a case block they belong to its patterns.

@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"slices"
+
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
 
@@ -11,12 +13,13 @@ import (
 // be an NVMe drive there.
 
 // gpuDrivers bind GPUs and nothing else: a line they print names a GPU, whatever
-// machine the log is from.
-var gpuDrivers = map[string]bool{"nvidia": true, "nouveau": true, "amdgpu": true, "radeon": true, "i915": true, "xe": true}
+// machine the log is from. The package's tables are slices, not maps, so that it has no
+// initialisation to run at every start of the program.
+var gpuDrivers = []string{"nvidia", "nouveau", "amdgpu", "radeon", "i915", "xe"}
 
 // sharedDrivers bind GPUs and other devices alike, and "pci" is the PCI core's name for a
 // device no driver has bound: their lines say nothing either way.
-var sharedDrivers = map[string]bool{"": true, "pci": true, "vfio-pci": true, "pci-stub": true, "snd_hda_intel": true}
+var sharedDrivers = []string{"", "pci", "vfio-pci", "pci-stub", "snd_hda_intel"}
 
 // logFromHost reports whether the log's enumeration agrees with the host's inventory:
 // more of the functions it lists are at the host's addresses with the host's ids than
@@ -42,10 +45,10 @@ func logFromHost(facts *LogFacts, tree *pci.Tree) bool {
 // functions included) or, with group, a device of a GPU's IOMMU group, whose DMA the
 // GPU's peers see through the same translation.
 func (e *Env) logGPU(device, driver string, group bool) bool {
-	if gpuDrivers[driver] {
+	if slices.Contains(gpuDrivers, driver) {
 		return true
 	}
-	if !sharedDrivers[driver] {
+	if !slices.Contains(sharedDrivers, driver) {
 		return false // nvme, xhci_hcd, ahci…: not a GPU, whatever the address is here
 	}
 	if e.Log != nil && e.Log.Bound[device] != "" {

@@ -6,17 +6,33 @@ import (
 	"strings"
 )
 
+// codeName names a code of NVIDIA's driver.
+type codeName struct {
+	code uint64
+	name string
+}
+
+// lookupCode returns the name table gives code.
+func lookupCode(table []codeName, code uint64) (string, bool) {
+	for _, c := range table {
+		if c.code == code {
+			return c.name, true
+		}
+	}
+	return "", false
+}
+
 // rmStages are NVIDIA's RM init stages (osinit.c) that a GPU's owner can act on.
-var rmStages = map[uint64]string{
-	0x10: "register setup", 0x11: "system environment", 0x20: "GPU allocation", 0x21: "device creation", 0x22: "GPU attach",
-	0x23: "pre-init", 0x24: "state init", 0x25: "GPU load", 0x26: "DMA configuration", 0x30: "VBIOS", 0x31: "VBIOS POST",
-	0x42: "BAR1 mapping", 0x60: "firmware policy (GSP)", 0x61: "firmware fetch (GSP)", 0x62: "firmware init (GSP)",
+var rmStages = []codeName{
+	{0x10, "register setup"}, {0x11, "system environment"}, {0x20, "GPU allocation"}, {0x21, "device creation"}, {0x22, "GPU attach"},
+	{0x23, "pre-init"}, {0x24, "state init"}, {0x25, "GPU load"}, {0x26, "DMA configuration"}, {0x30, "VBIOS"}, {0x31, "VBIOS POST"},
+	{0x42, "BAR1 mapping"}, {0x60, "firmware policy (GSP)"}, {0x61, "firmware fetch (GSP)"}, {0x62, "firmware init (GSP)"},
 }
 
 // nvStatuses are the NV_STATUS codes (nvstatuscodes.h) an init failure most often ends with.
-var nvStatuses = map[uint64]string{
-	0x0f: "GPU lost from the bus", 0x11: "GPU not in full power", 0x40: "invalid state", 0x51: "out of memory",
-	0x56: "not supported", 0x62: "reset required", 0x65: "timeout",
+var nvStatuses = []codeName{
+	{0x0f, "GPU lost from the bus"}, {0x11, "GPU not in full power"}, {0x40, "invalid state"}, {0x51, "out of memory"},
+	{0x56, "not supported"}, {0x62, "reset required"}, {0x65, "timeout"},
 }
 
 // checkGPUInit finds GPUs that did not come up: NVIDIA's RmInitAdapter failures (with
@@ -37,11 +53,11 @@ func checkGPUInit(e *Env) []Finding {
 		line := "kernel: " + strings.ReplaceAll(x.Line, "\n", " ")
 		switch {
 		case x.RM != nil:
-			stage, ok := rmStages[x.RM.Stage]
+			stage, ok := lookupCode(rmStages, x.RM.Stage)
 			if !ok {
 				stage = fmt.Sprintf("stage 0x%x", x.RM.Stage)
 			}
-			status, ok := nvStatuses[x.RM.Status]
+			status, ok := lookupCode(nvStatuses, x.RM.Status)
 			if !ok {
 				status = fmt.Sprintf("status 0x%x", x.RM.Status)
 			}

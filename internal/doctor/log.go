@@ -3,6 +3,7 @@ package doctor
 import (
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -213,7 +214,7 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		if v, ok := kmsg.ParseEnumerated(m); ok && len(f.Enumerated) < maxEnumerated {
 			f.Enumerated[v.Device] = v
 		}
-		if drv, dev, ok := kmsg.ParseDriverPrefix(m); ok && !sharedDrivers[drv] && !gpuDrivers[drv] &&
+		if drv, dev, ok := kmsg.ParseDriverPrefix(m); ok && !slices.Contains(sharedDrivers, drv) && !slices.Contains(gpuDrivers, drv) &&
 			drv != "pcieport" && // a port's own lines; the AER checks read ports apart
 
 			(len(f.Bound) < maxEnumerated || f.Bound[dev] != "") {

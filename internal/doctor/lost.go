@@ -20,18 +20,31 @@ type xidClass struct {
 	class string // "lost", "memory", "nvlink", "firmware"
 }
 
-var xidClasses = map[int]xidClass{
-	48:  {"a double-bit ECC error: memory the GPU could not correct", Error, "memory"},
-	62:  {"an internal micro-controller halted", Warning, "firmware"},
-	64:  {"memory row remapping or page retirement failed", Warning, "memory"},
-	74:  {"an NVLink error", Warning, "nvlink"},
-	79:  {"the GPU fell off the bus", Error, "lost"},
-	92:  {"a high rate of single-bit ECC errors", Warning, "memory"},
-	94:  {"a contained memory error: only the application using that memory is affected", Warning, "memory"},
-	95:  {"an uncontained memory error: every application on the GPU is affected", Error, "memory"},
-	119: {"the GPU's firmware processor (GSP) did not answer in time", Warning, "firmware"},
-	120: {"an error in the GPU's firmware processor (GSP)", Warning, "firmware"},
-	140: {"an uncorrectable ECC error that escaped containment", Error, "memory"},
+var xidClasses = []struct {
+	xid int
+	xidClass
+}{
+	{48, xidClass{"a double-bit ECC error: memory the GPU could not correct", Error, "memory"}},
+	{62, xidClass{"an internal micro-controller halted", Warning, "firmware"}},
+	{64, xidClass{"memory row remapping or page retirement failed", Warning, "memory"}},
+	{74, xidClass{"an NVLink error", Warning, "nvlink"}},
+	{79, xidClass{"the GPU fell off the bus", Error, "lost"}},
+	{92, xidClass{"a high rate of single-bit ECC errors", Warning, "memory"}},
+	{94, xidClass{"a contained memory error: only the application using that memory is affected", Warning, "memory"}},
+	{95, xidClass{"an uncontained memory error: every application on the GPU is affected", Error, "memory"}},
+	{119, xidClass{"the GPU's firmware processor (GSP) did not answer in time", Warning, "firmware"}},
+	{120, xidClass{"an error in the GPU's firmware processor (GSP)", Warning, "firmware"}},
+	{140, xidClass{"an uncorrectable ECC error that escaped containment", Error, "memory"}},
+}
+
+// classOfXid returns what Xid x says, if it is one of xidClasses.
+func classOfXid(x int) (xidClass, bool) {
+	for _, c := range xidClasses {
+		if c.xid == x {
+			return c.xidClass, true
+		}
+	}
+	return xidClass{}, false
 }
 
 // Xid 154 (kernel_rc.c / gpu.c): "GPU recovery action changed from 0x%x (%s) to 0x%x (%s)".
@@ -116,7 +129,7 @@ func checkGPULost(e *Env) []Finding {
 	for _, f := range e.Log.Failures {
 		switch {
 		case f.Xid != 0:
-			c, ok := xidClasses[f.Xid]
+			c, ok := classOfXid(f.Xid)
 			if f.Xid == 154 {
 				m := recoveryRe.Get().FindStringSubmatch(f.Line)
 				if m == nil || m[1] == "None" {
@@ -191,7 +204,8 @@ func (g *gpuFailure) summary() string {
 		parts = append(parts, "it stopped answering on its PCIe link")
 	}
 	for _, x := range g.xids {
-		parts = append(parts, fmt.Sprintf("Xid %d, %s", x, xidClasses[x].what))
+		c, _ := classOfXid(x)
+		parts = append(parts, fmt.Sprintf("Xid %d, %s", x, c.what))
 	}
 	if g.action != "" {
 		parts = append(parts, "NVIDIA's driver says: "+g.action)

@@ -387,12 +387,23 @@ func anglePriority(b []byte) (int, []byte, bool) {
 
 var levelNames = []string{"emerg", "alert", "crit", "err", "warn", "notice", "info", "debug"}
 
-var facilityNames = map[string]bool{
-	"kern": true, "user": true, "mail": true, "daemon": true, "auth": true, "syslog": true,
-	"lpr": true, "news": true, "uucp": true, "cron": true, "authpriv": true, "ftp": true,
-	"res0": true, "res1": true, "res2": true, "res3": true,
-	"local0": true, "local1": true, "local2": true, "local3": true,
-	"local4": true, "local5": true, "local6": true, "local7": true,
+// facilityNames is a slice that isFacility scans, not a map, so that the package has no
+// initialisation.
+var facilityNames = []string{
+	"kern", "user", "mail", "daemon", "auth", "syslog",
+	"lpr", "news", "uucp", "cron", "authpriv", "ftp",
+	"res0", "res1", "res2", "res3",
+	"local0", "local1", "local2", "local3",
+	"local4", "local5", "local6", "local7",
+}
+
+func isFacility(name []byte) bool {
+	for _, f := range facilityNames {
+		if string(name) == f {
+			return true
+		}
+	}
+	return false
 }
 
 // decodedPriority takes dmesg -x's "kern  :info  : ".
@@ -401,7 +412,7 @@ func decodedPriority(b []byte) (int, []byte, bool) {
 	if c1 < 3 || c1 > 9 {
 		return 0, b, false
 	}
-	if !facilityNames[string(bytes.TrimRight(b[:c1], " "))] {
+	if !isFacility(bytes.TrimRight(b[:c1], " ")) {
 		return 0, b, false
 	}
 	rest := b[c1+1:]
