@@ -77,8 +77,10 @@ func (a *api) symbols() map[string]any {
 	}
 }
 
-// The binding and the list the tests check the libraries against name the same symbols.
-func init() {
+// checkSymbols panics unless the binding and the list the tests check the libraries
+// against name the same symbols. Open runs it, rather than an init function, so that the
+// package has no initialisation at every start of the program.
+func checkSymbols() {
 	var a api
 	m := a.symbols()
 	for _, name := range Symbols {
@@ -108,6 +110,7 @@ type Driver struct {
 
 // Open loads libcuda.so.1, initialises it and retains every device's primary context.
 func Open() (p2p.Driver, error) {
+	checkSymbols()
 	lib, err := purego.Dlopen(Library, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v: the NVIDIA driver's CUDA library is not installed here (a host without an NVIDIA GPU, a container without the driver's libraries mounted, or the GPUs on vfio-pci only)", ErrNoDriver, err)

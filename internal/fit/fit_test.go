@@ -479,7 +479,13 @@ func TestUnsized(t *testing.T) {
 // distribution's copy can predate the name, as Debian 12's names 10de:2321 only GH100.)
 func TestTable(t *testing.T) {
 	names := pciids.Names{pciids.Embedded()}
-	for id, k := range known {
+	ids := map[uint16]bool{}
+	for _, k := range known {
+		id := k.id
+		if ids[id] {
+			t.Errorf("%04x: twice in the table", id)
+		}
+		ids[id] = true
 		name := names.Device(0x10de, id)
 		if !strings.Contains(name, k.Name) && !strings.Contains(k.Name, strings.Trim(name[strings.Index(name, "[")+1:], "]")) {
 			t.Errorf("%04x: the table says %q, pci.ids %q", id, k.Name, name)

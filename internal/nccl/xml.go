@@ -144,18 +144,32 @@ func (e *ParseError) Error() string {
 
 // children lists the elements NCCL's topology parser loads under each element
 // (src/graph/xml.cc, the ncclTopoXmlLoad* handlers); anything else it skips with
-// "Ignoring element".
-var children = map[string][]string{
-	"":        {"system"},
-	"system":  {"cpu"},
-	"cpu":     {"pci", "nic"},
-	"pci":     {"pci", "gpu", "nic", "pcilink"},
-	"gpu":     {"nvlink", "c2c"},
-	"nic":     {"net"},
-	"nvlink":  nil,
-	"c2c":     nil,
-	"net":     nil,
-	"pcilink": nil,
+// "Ignoring element". The package's tables are slices that a loop scans, not maps, so
+// that it has no initialisation to run at every start of the program.
+var children = []struct {
+	name    string
+	allowed []string
+}{
+	{"", []string{"system"}},
+	{"system", []string{"cpu"}},
+	{"cpu", []string{"pci", "nic"}},
+	{"pci", []string{"pci", "gpu", "nic", "pcilink"}},
+	{"gpu", []string{"nvlink", "c2c"}},
+	{"nic", []string{"net"}},
+	{"nvlink", nil},
+	{"c2c", nil},
+	{"net", nil},
+	{"pcilink", nil},
+}
+
+// childrenOf returns the elements NCCL loads under an element of name.
+func childrenOf(name string) []string {
+	for _, c := range children {
+		if c.name == name {
+			return c.allowed
+		}
+	}
+	return nil
 }
 
 // Parse reads a topology file as NCCL's parser does (src/graph/xml.cc) and returns its
@@ -389,7 +403,7 @@ func (p *parser) tag() (tag, error) {
 
 // load reads the children of head until its closing tag (or the end, for the top).
 func (p *parser) load(head *Node, name string) error {
-	allowed := children[name]
+	allowed := childrenOf(name)
 	for {
 		t, err := p.tag()
 		if err != nil {
@@ -484,32 +498,43 @@ func checkAttrs(n *Node) error {
 			ok = true
 		}
 		if !ok {
-			return fmt.Errorf("<%s %s=%q>: %s", n.Name, a.Key, a.Value, attrForm[n.Name+"."+a.Key])
+			return fmt.Errorf("<%s %s=%q>: %s", n.Name, a.Key, a.Value, formOf(n.Name+"."+a.Key))
 		}
 	}
 	return nil
 }
 
-var attrForm = map[string]string{
-	"cpu.numaid":           "a decimal NUMA node number (-1 for none)",
-	"cpu.familyid":         "a decimal number",
-	"cpu.modelid":          "a decimal number",
-	"gpu.dev":              "a decimal device index",
-	"gpu.sm":               "a decimal compute capability (90 for 9.0)",
-	"nvlink.count":         "a decimal number",
-	"cpu.arch":             "x86_64, arm64 or ppc64",
-	"cpu.affinity":         "a cpumap: comma-separated groups of 8 hex digits",
-	"pci.busid":            "a lower-case PCI address 0000:5e:00.0: NCCL finds devices by exact string",
-	"nvlink.target":        "a lower-case PCI address 0000:5e:00.0",
-	"pcilink.target":       "a lower-case PCI address 0000:5e:00.0",
-	"pci.class":            "a class as sysfs writes it (0x030200)",
-	"nvlink.tclass":        "a class as sysfs writes it (0x068000)",
-	"pci.vendor":           "a hex id (0x10de)",
-	"pci.device":           "a hex id",
-	"pci.subsystem_vendor": "a hex id",
-	"pci.subsystem_device": "a hex id",
-	"pci.link_width":       "a decimal number of lanes",
-	"pci.link_speed":       "a speed NCCL knows (\"32.0 GT/s PCIe\", \"16 GT/s\"); NCCL takes any other for 8 GT/s",
+// attrForm says what form each attribute that checkAttrs checks must have.
+var attrForm = []struct{ key, form string }{
+	{"cpu.numaid", "a decimal NUMA node number (-1 for none)"},
+	{"cpu.familyid", "a decimal number"},
+	{"cpu.modelid", "a decimal number"},
+	{"gpu.dev", "a decimal device index"},
+	{"gpu.sm", "a decimal compute capability (90 for 9.0)"},
+	{"nvlink.count", "a decimal number"},
+	{"cpu.arch", "x86_64, arm64 or ppc64"},
+	{"cpu.affinity", "a cpumap: comma-separated groups of 8 hex digits"},
+	{"pci.busid", "a lower-case PCI address 0000:5e:00.0: NCCL finds devices by exact string"},
+	{"nvlink.target", "a lower-case PCI address 0000:5e:00.0"},
+	{"pcilink.target", "a lower-case PCI address 0000:5e:00.0"},
+	{"pci.class", "a class as sysfs writes it (0x030200)"},
+	{"nvlink.tclass", "a class as sysfs writes it (0x068000)"},
+	{"pci.vendor", "a hex id (0x10de)"},
+	{"pci.device", "a hex id"},
+	{"pci.subsystem_vendor", "a hex id"},
+	{"pci.subsystem_device", "a hex id"},
+	{"pci.link_width", "a decimal number of lanes"},
+	{"pci.link_speed", "a speed NCCL knows (\"32.0 GT/s PCIe\", \"16 GT/s\"); NCCL takes any other for 8 GT/s"},
+}
+
+// formOf returns attrForm's form for key, element.attribute.
+func formOf(key string) string {
+	for _, a := range attrForm {
+		if a.key == key {
+			return a.form
+		}
+	}
+	return ""
 }
 
 // IsBusID says whether s is a bus id in the form NCCL compares against: %04x:%02x:%02x.%x.

@@ -14,11 +14,25 @@ const (
 	Slow         = "slow"           // peer copies well below what the link and the relation allow
 )
 
-// slowShare is the share of a PCIe link's one-way rate below which peer copies count as
-// slow, by the pair's relation: through switches GPUs reach most of their link, through
-// the CPU's root complex less, across the socket interconnect less again. They are
-// deliberately low: a pair below them is broken or misconfigured, not just unlucky.
-var slowShare = map[string]float64{"PIX": 0.6, "PXB": 0.6, "PHB": 0.45, "NODE": 0.45, "SYS": 0.3}
+// slowShares hold the share of a PCIe link's one-way rate below which peer copies
+// count as slow, by the pair's relation: through switches GPUs reach most of their
+// link, through the CPU's root complex less, across the socket interconnect less
+// again. They are deliberately low: a pair below them is broken or misconfigured, not
+// just unlucky. The package's tables are slices that a loop scans, not maps, so that it
+// has no initialisation to run at every start of the program.
+var slowShares = []struct {
+	relation string
+	share    float64
+}{{"PIX", 0.6}, {"PXB", 0.6}, {"PHB", 0.45}, {"NODE", 0.45}, {"SYS", 0.3}}
+
+func slowShare(relation string) (float64, bool) {
+	for _, s := range slowShares {
+		if s.relation == relation {
+			return s.share, true
+		}
+	}
+	return 0, false
+}
 
 func verdict(p *Pair, opt Options) {
 	for _, c := range p.Checks {
@@ -38,7 +52,7 @@ func verdict(p *Pair, opt Options) {
 		return
 	}
 	link := min(opt.LinkGBps(p.Src), opt.LinkGBps(p.Dst))
-	if share, ok := slowShare[p.Relation]; ok && link > 0 && p.Uni.Enabled > 0 && p.Uni.Enabled < share*link {
+	if share, ok := slowShare(p.Relation); ok && link > 0 && p.Uni.Enabled > 0 && p.Uni.Enabled < share*link {
 		p.Verdict = Slow
 		p.Why = fmt.Sprintf("%.1f GB/s with peer access, under %.0f%% of the %.1f GB/s of the link, expected of a %s pair", p.Uni.Enabled, 100*share, link, p.Relation)
 		return
@@ -55,10 +69,37 @@ type Summary struct {
 	Corrupt     bool              `json:"corrupt"`
 }
 
-// ncclType is NCCL's path type of an nvidia-smi relation: NCCL has no NODE, it calls a
-// path between host bridges of one node PHB (src/graph/paths.cc).
-var ncclType = map[string]int{"PIX": 4, "PXB": 5, "PHB": 8, "NODE": 8, "SYS": 9}
-var ncclName = map[int]string{4: "PIX", 5: "PXB", 8: "PHB", 9: "SYS"}
+// ncclTypes are NCCL's path types of the nvidia-smi relations: NCCL has no NODE, it
+// calls a path between host bridges of one node PHB (src/graph/paths.cc).
+var ncclTypes = []struct {
+	relation string
+	t        int
+}{{"PIX", 4}, {"PXB", 5}, {"PHB", 8}, {"NODE", 8}, {"SYS", 9}}
+
+// ncclType is NCCL's path type of a relation, 0 for one it does not know.
+func ncclType(relation string) int {
+	for _, n := range ncclTypes {
+		if n.relation == relation {
+			return n.t
+		}
+	}
+	return 0
+}
+
+// ncclNames are NCCL's names of its path types.
+var ncclNames = []struct {
+	t    int
+	name string
+}{{4, "PIX"}, {5, "PXB"}, {8, "PHB"}, {9, "SYS"}}
+
+func ncclName(t int) string {
+	for _, n := range ncclNames {
+		if n.t == t {
+			return n.name
+		}
+	}
+	return ""
+}
 
 func summarize(pairs []Pair, opt Options) Summary {
 	s := Summary{Verdicts: map[string]int{}, Environment: map[string]string{}, Advice: []string{}}
@@ -78,11 +119,7 @@ func summarize(pairs []Pair, opt Options) Summary {
 				if !slices.Contains(peer, name) {
 					peer = append(peer, name)
 				}
-				t, ok := ncclType[p.Relation]
-				if !ok {
-					t = 0 // unknown: nothing is safe
-				}
-				lowest = min(lowest, t)
+				lowest = min(lowest, ncclType(p.Relation)) // 0 for a relation unknown: nothing is safe
 			} else if !slices.Contains(staged, name) {
 				staged = append(staged, name)
 			}
@@ -94,18 +131,18 @@ func summarize(pairs []Pair, opt Options) Summary {
 	}
 	switch {
 	case len(peer) == 0:
-	case lowest <= ncclType["PIX"]:
+	case lowest <= ncclType("PIX"):
 		s.Environment["NCCL_P2P_DISABLE"] = "1"
 		s.Advice = append(s.Advice, fmt.Sprintf("peer copies arrive corrupted (%s) even between the closest GPUs: disable P2P in NCCL, which then copies through host memory", strings.Join(peer, ", ")))
 	default:
 		level := 0
-		for t := range ncclName {
-			if t < lowest && t > level {
-				level = t
+		for _, n := range ncclNames {
+			if n.t < lowest && n.t > level {
+				level = n.t
 			}
 		}
-		s.Environment["NCCL_P2P_LEVEL"] = ncclName[level]
-		s.Advice = append(s.Advice, fmt.Sprintf("peer copies arrive corrupted on %s paths and beyond (%s), intact on closer ones: NCCL_P2P_LEVEL=%s keeps NCCL's P2P to those", ncclName[lowest], strings.Join(peer, ", "), ncclName[level]))
+		s.Environment["NCCL_P2P_LEVEL"] = ncclName(level)
+		s.Advice = append(s.Advice, fmt.Sprintf("peer copies arrive corrupted on %s paths and beyond (%s), intact on closer ones: NCCL_P2P_LEVEL=%s keeps NCCL's P2P to those", ncclName(lowest), strings.Join(peer, ", "), ncclName(level)))
 	}
 	if !s.Corrupt && len(pairs) > 0 {
 		s.Advice = append(s.Advice, "every copy arrived intact: NCCL needs no P2P setting")
