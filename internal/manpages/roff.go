@@ -59,8 +59,9 @@ func topics(root *cobra.Command) []*cobra.Command {
 
 // sectionTopics are the help topics that gpusplit(1) holds whole, as sections; the
 // others it names (exit-status is its EXIT STATUS; split.toml is a file, not prose, and
-// the package installs it as an example).
-var sectionTopics = map[string]bool{"selectors": true}
+// the package installs it as an example). A slice, not a map, so that the program has no
+// initialisation of its own.
+var sectionTopics = []string{"selectors"}
 
 // header is the title line, then no hyphenation and no justification: the pages are full
 // of paths and options, which must be shown whole, and a path too long to justify is
@@ -110,7 +111,7 @@ func Page(c *cobra.Command, m Meta) string {
 			}
 		}
 		for _, t := range topics(c) {
-			if sectionTopics[t.Name()] {
+			if slices.Contains(sectionTopics, t.Name()) {
 				fmt.Fprintf(&b, ".SH %s\n", quote(strings.ToUpper(t.Name())))
 				b.WriteString(Prose(t.Long))
 			}

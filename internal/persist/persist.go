@@ -90,6 +90,13 @@ func Files(pins []Pin, o Options) ([]File, error) {
 		PinScript string
 		Vfio      bool
 	}{pins, o, drivers, PinScript, slices.ContainsFunc(pins, func(p Pin) bool { return p.Driver == plan.VFIO })}
+	// The templates' functions, made here rather than in a package-level map, which the
+	// package would build at every start of the program.
+	funcs := template.FuncMap{
+		"hex4":    func(v uint16) string { return fmt.Sprintf("0x%04x", v) },
+		"join":    strings.Join,
+		"modname": func(s string) string { return strings.ReplaceAll(s, "-", "_") },
+	}
 	var out []File
 	for _, f := range []struct {
 		path string
@@ -113,12 +120,6 @@ func Files(pins []Pin, o Options) ([]File, error) {
 		out = append(out, File{Path: f.path, Mode: f.mode, Content: b.String()})
 	}
 	return out, nil
-}
-
-var funcs = template.FuncMap{
-	"hex4":    func(v uint16) string { return fmt.Sprintf("0x%04x", v) },
-	"join":    strings.Join,
-	"modname": func(s string) string { return strings.ReplaceAll(s, "-", "_") },
 }
 
 const header = `# Written by gpusplit persist install{{if .Config}} from {{.Config}}{{end}}.

@@ -148,7 +148,7 @@ var (
 	hexID     = &lazyre.Regexp{Expr: `^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$`}
 	nodeName  = &lazyre.Regexp{Expr: `^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`}
 	mapKeys   = []string{"description", "id", "iommugroup", "node", "path", "subsystem-id"}
-	boolProps = map[string]bool{"mdev": true, "live-migration-capable": true}
+	boolProps = []string{"mdev", "live-migration-capable"}
 )
 
 // ParseMappings reads pci.cfg. It refuses, naming the line, what would make Proxmox read
@@ -220,7 +220,7 @@ func ParseMappings(name, data string) (*MappingFile, error) {
 				cur.Maps = append(cur.Maps, e)
 			case key == "description":
 				cur.Props[key] = val
-			case boolProps[key]:
+			case slices.Contains(boolProps, key):
 				if val != "0" && val != "1" {
 					return nil, errAt(i, "mapping %q: %s %q: Proxmox accepts only 0 or 1 here and skips the whole section otherwise", cur.ID, key, val)
 				}

@@ -18,10 +18,19 @@ type Storage struct {
 	Disabled bool
 }
 
-// snippetTypes are the storage types that can hold snippets, and the path of each
+// snippetType says whether storage of type typ can hold snippets, and the path of one
 // that has no path property: NFS, CIFS and CephFS are mounted at /mnt/pve/<id>
-// (pve-storage's NFSPlugin, CIFSPlugin, CephFSPlugin).
-var snippetTypes = map[string]string{"dir": "", "btrfs": "", "nfs": "/mnt/pve/", "cifs": "/mnt/pve/", "cephfs": "/mnt/pve/"}
+// (pve-storage's NFSPlugin, CIFSPlugin, CephFSPlugin). It is a switch rather than a map
+// so that the package has no initialisation.
+func snippetType(typ string) (prefix string, ok bool) {
+	switch typ {
+	case "dir", "btrfs":
+		return "", true
+	case "nfs", "cifs", "cephfs":
+		return "/mnt/pve/", true
+	}
+	return "", false
+}
 
 // ParseStorage reads storage.cfg. A line that is neither a section header, an
 // indented property, a comment nor blank is an error naming its line.
@@ -57,7 +66,7 @@ func ParseStorage(data string) ([]Storage, error) {
 		}
 	}
 	for i := range out {
-		if prefix, ok := snippetTypes[out[i].Type]; ok && out[i].Path == "" && prefix != "" {
+		if prefix, ok := snippetType(out[i].Type); ok && out[i].Path == "" && prefix != "" {
 			out[i].Path = prefix + out[i].ID
 		}
 	}
@@ -68,7 +77,7 @@ func ParseStorage(data string) ([]Storage, error) {
 // node: a file-based type, enabled, on that node, with snippets in its content
 // (Proxmox's GUI and pvesm only offer such storages).
 func (s Storage) SnippetsDir(node string) (string, bool) {
-	if _, ok := snippetTypes[s.Type]; !ok || s.Disabled || s.Path == "" || !slices.Contains(s.Content, "snippets") {
+	if _, ok := snippetType(s.Type); !ok || s.Disabled || s.Path == "" || !slices.Contains(s.Content, "snippets") {
 		return "", false
 	}
 	if len(s.Nodes) > 0 && !slices.Contains(s.Nodes, node) {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"encoding/json"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/lazyre"
@@ -34,11 +35,11 @@ func (r *Redaction) empty() bool { return len(r.LeftOut) == 0 && len(r.Replaced)
 // command reads them yet. Everything else (description, cipassword, sshkeys, net0,
 // lxc.environment, disks, tags, name, hostname...) says nothing gpusplit needs and may
 // say what should not leave the host.
-var guestKeys = map[string]bool{
-	"arch": true, "args": true, "bios": true, "cores": true, "hookscript": true, "lock": true,
-	"machine": true, "memory": true, "numa": true, "ostype": true, "sockets": true,
-	"template": true, "vga": true,
-	"lxc.cgroup2.devices.allow": true, "lxc.cgroup.devices.allow": true, "lxc.mount.entry": true,
+var guestKeys = []string{
+	"arch", "args", "bios", "cores", "hookscript", "lock",
+	"machine", "memory", "numa", "ostype", "sockets",
+	"template", "vga",
+	"lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow", "lxc.mount.entry",
 }
 
 // numberedKeys are the keys that come as prefix<N>.
@@ -55,7 +56,7 @@ var (
 
 // keptKey reports whether a guest config key is one gpusplit reads.
 func keptKey(k string) bool {
-	if guestKeys[k] {
+	if slices.Contains(guestKeys, k) {
 		return true
 	}
 	for _, p := range numberedKeys {
@@ -233,7 +234,7 @@ func programName(argv0 string) string {
 
 // storageKeys are the properties of storage.cfg that gpusplit reads (where a storage
 // keeps snippets); the rest (servers, exports, user names, fingerprints) stays out.
-var storageKeys = map[string]bool{"path": true, "content": true, "nodes": true, "disable": true}
+var storageKeys = []string{"path", "content", "nodes", "disable"}
 
 // reduceStorage keeps of storage.cfg its section headers and the properties gpusplit
 // reads.
@@ -247,7 +248,7 @@ func reduceStorage(file string, data []byte) ([]byte, Redaction) {
 			continue
 		}
 		k, _, _ := strings.Cut(t, " ")
-		if strings.HasPrefix(t, "#") || !storageKeys[k] {
+		if strings.HasPrefix(t, "#") || !slices.Contains(storageKeys, k) {
 			r.LeftOut[k]++
 			continue
 		}

@@ -17,8 +17,21 @@ const (
 	svgGroupY = 34 // room above the host bridges for the NUMA node's title
 )
 
-// svgFill are the leaf colours of WriteDOT as SVG colours.
-var svgFill = map[string]string{"darkolivegreen2": "#bcee68", "lightblue": "#add8e6", "lightgrey": "#d3d3d3", "lightyellow": "#ffffe0"}
+// svgFill turns a leaf colour of WriteDOT into an SVG colour. It is a switch rather than
+// a map so that the package has no initialisation.
+func svgFill(colour string) string {
+	switch colour {
+	case "darkolivegreen2":
+		return "#bcee68"
+	case "lightblue":
+		return "#add8e6"
+	case "lightgrey":
+		return "#d3d3d3"
+	case "lightyellow":
+		return "#ffffe0"
+	}
+	return ""
+}
 
 // WriteSVG draws the PCIe tree of WriteDOT as a standalone SVG picture, laid out without
 // Graphviz: one column of boxes per leaf, a NUMA node's host bridges side by side in a
@@ -87,7 +100,7 @@ func (m *Matrix) WriteSVG(w io.Writer) error {
 		fillColour, rx := "white", 0
 		switch {
 		case p.n.leaf:
-			fillColour = svgFill[p.n.fill]
+			fillColour = svgFill(p.n.fill)
 		case strings.HasPrefix(p.n.lines[0], "host bridge"):
 			rx = 14
 		}
@@ -102,7 +115,7 @@ func (m *Matrix) WriteSVG(w io.Writer) error {
 	x := svgMargin
 	for _, k := range []struct{ colour, what string }{{"darkolivegreen2", "GPU on nvidia"}, {"lightblue", "GPU on vfio-pci"}, {"lightgrey", "GPU on another driver or none"}, {"lightyellow", "RDMA NIC"}} {
 		fmt.Fprintf(&b, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#333\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-			x, height-30, svgFill[k.colour], x+20, height-19, esc(k.what))
+			x, height-30, svgFill(k.colour), x+20, height-19, esc(k.what))
 		x += 60 + 8*len(k.what)
 	}
 	b.WriteString("</svg>\n")

@@ -72,8 +72,16 @@ func freeSlots(g *pve.Guest) []int {
 // hierarchy (its root ports and PCI bridges) stay below it.
 const firstBus = 0x80
 
-// passOpts are hostpci options carried over to the vfio-pci device, with QEMU's names.
-var passOpts = map[string]string{"rombar": "rombar", "vendor-id": "x-pci-vendor-id", "device-id": "x-pci-device-id", "sub-vendor-id": "x-pci-sub-vendor-id", "sub-device-id": "x-pci-sub-device-id"}
+// passOpts are hostpci options carried over to the vfio-pci device, with QEMU's names,
+// in the order of the hostpci names, which is the order they are written in. It is a
+// slice rather than a map so that the package has no initialisation.
+var passOpts = []struct{ hostpci, qemu string }{
+	{"device-id", "x-pci-device-id"},
+	{"rombar", "rombar"},
+	{"sub-device-id", "x-pci-sub-device-id"},
+	{"sub-vendor-id", "x-pci-sub-vendor-id"},
+	{"vendor-id", "x-pci-vendor-id"},
+}
 
 // Apply moves a VM's GPUs from its hostpciN entries into an args line that recreates the
 // host's layout in the guest: a pxb-pcie expander bridge per host bridge holding GPUs,
@@ -225,9 +233,9 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 					if len(e.funcs) > 1 {
 						dev += ",multifunction=on"
 					}
-					for _, o := range slices.Sorted(maps.Keys(passOpts)) {
-						if v := opts[o]; v != "" {
-							dev += "," + passOpts[o] + "=" + v
+					for _, o := range passOpts {
+						if v := opts[o.hostpci]; v != "" {
+							dev += "," + o.qemu + "=" + v
 						}
 					}
 					if rf := opts["romfile"]; rf != "" {

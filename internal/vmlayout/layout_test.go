@@ -132,3 +132,12 @@ func TestApplyRefuses(t *testing.T) {
 		})
 	}
 }
+
+// The options are written in the order of their hostpci names, so the table must keep it.
+func TestPassOptsSorted(t *testing.T) {
+	for i := 1; i < len(passOpts); i++ {
+		if passOpts[i-1].hostpci >= passOpts[i].hostpci {
+			t.Errorf("passOpts: %q before %q", passOpts[i-1].hostpci, passOpts[i].hostpci)
+		}
+	}
+}
