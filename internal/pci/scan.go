@@ -174,7 +174,15 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 				again = append(again, i)
 			}
 		}
+		// The names of what the brief read found are looked up while the devices
+		// picked are read again; name, below, then finds them loaded.
+		loaded := make(chan struct{})
+		go func() {
+			defer close(loaded)
+			load(devs, names)
+		}()
 		inTurn(len(again), func(i int) { readAt(&reads[again[i]], true) })
+		<-loaded
 		devs = devs[:0]
 		for _, r := range reads {
 			if r.dev != nil {
@@ -213,17 +221,22 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 // name gives each device its names, loaded for all of them at once: one pass over a
 // host's pci.ids, not one per device.
 func name(devs []*Device, names pciids.Names) {
+	load(devs, names)
+	for _, d := range devs {
+		d.VendorName = names.Vendor(d.VendorID)
+		d.DeviceName = names.Device(d.VendorID, d.DeviceID)
+		d.ClassName = names.Subclass(d.Class)
+	}
+}
+
+// load looks up the names of devs, all at once.
+func load(devs []*Device, names pciids.Names) {
 	ids := make([]pciids.DeviceID, len(devs))
 	classes := make([]uint32, len(devs))
 	for i, d := range devs {
 		ids[i], classes[i] = pciids.DeviceID{Vendor: d.VendorID, Device: d.DeviceID}, d.Class
 	}
 	names.Load(ids, classes)
-	for _, d := range devs {
-		d.VendorName = names.Vendor(d.VendorID)
-		d.DeviceName = names.Device(d.VendorID, d.DeviceID)
-		d.ClassName = names.Subclass(d.Class)
-	}
 }
 
 // readers is how many devices are read at once. Reading a device is waiting on the
