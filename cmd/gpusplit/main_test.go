@@ -10,12 +10,9 @@ import (
 	"testing"
 )
 
-// The default build is static (CGO_ENABLED=0), so the binary runs in a minimal initramfs
-// and on any host: no program interpreter, no shared libraries.
-func TestStaticBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+// buildStatic builds the binary as it ships (CGO_ENABLED=0) and opens it.
+func buildStatic(t *testing.T) (string, *elf.File) {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gpusplit")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -26,6 +23,16 @@ func TestStaticBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bin, f
+}
+
+// The default build is static (CGO_ENABLED=0), so the binary runs in a minimal initramfs
+// and on any host: no program interpreter, no shared libraries.
+func TestStaticBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, f := buildStatic(t)
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
@@ -60,16 +67,7 @@ func TestNoPackageInitialisation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "gpusplit")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, f := buildStatic(t)
 	defer f.Close()
 	syms, err := f.Symbols()
 	if err != nil {

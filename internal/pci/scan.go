@@ -86,8 +86,9 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 // devices have no names yet) the devices the command needs in full, and only those are
 // read again with the rest (subsystem ids, revision, driver_override, CPU list, link,
 // BARs): on a host of 75 functions with 8 GPUs, a fifth of them. A nil detail reads
-// every device in full. The names are looked up last, for every device at once. The
-// warnings are those of what was read, in address order, as Scan gives them.
+// every device in full. The names of every device are looked up at once, while the
+// devices picked are read again. The warnings are those of what was read, in address
+// order, as Scan gives them.
 func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*Tree, error) {
 	names.Prepare()
 	list, err := h.List(DevicesDir)
