@@ -104,8 +104,8 @@ func (p *parser) text(s string) {
 // passes says whether a line that starts with a tab can be passed over unread. Such a
 // line is nested (or blank, or a comment), one that starts with two is deeper still, and
 // neither changes what the parser is in: where it can hold nothing wanted, it is not
-// read. Nor is a device's line (the bulk of a vendor's block) of a device not wanted,
-// once the lines under it are known to be passed over too.
+// read. Nor is the line of a device not wanted (the bulk of a vendor's block), once the
+// lines under it are known to be passed over too.
 func (p *parser) passes(line string) bool {
 	switch {
 	case !p.in:
@@ -120,9 +120,15 @@ func (p *parser) passes(line string) bool {
 			return false
 		}
 	}
-	// Whatever the line is, no line under it is read: what the parser would take
-	// it for (a device or none) does not matter.
-	p.deep = false
+	// A blank line or a comment changes nothing. Any other line is a device's, or one
+	// that parse takes for none: either way, no line under it is read, and what the
+	// parser would take it for does not matter.
+	if i := strings.IndexByte(line, '\r'); i >= 0 {
+		line = line[:i]
+	}
+	if t := trimBlanks(line, false); t != "" && t[0] != '#' {
+		p.deep = false
+	}
 	return true
 }
 

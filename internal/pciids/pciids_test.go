@@ -789,10 +789,11 @@ func BenchmarkParseEmbedded(b *testing.B) {
 }
 
 // quirks is a text of what parse reads oddly: a vendor listed twice, CRs, comments,
-// blank lines, spaces before an entry, a bad top-level line with nested lines under it,
+// blank lines (one between a device and its subsystems), spaces before an entry, a bad top-level line with nested lines under it,
 // classes in two places, ids in both cases, no newline at the end.
 const quirks = "# comment\n10de  NVIDIA\r\n\t2bb1  GB202GL\n\t\t10de 204b  RTX PRO 6000\n\n\t# nested comment\n" +
-	"\t2bb5  GB202GL\n\tzzzz  not a device\n\t\t10de 0001  under no device\n\t\t\t10de 0002  too deep\n" +
+	"\t2bb5  GB202GL\n\t# between a device and its subsystems\n\t  \r\n\t\t10de 204e  after a nested comment\n" +
+	"\tzzzz  not a device\n\t\t10de 0001  under no device\n\t\t\t10de 0002  too deep\n" +
 	"\t2Bb7  written in both cases\n\t\t10DE 204C  so is its subsystem\n" +
 	"1a03  ASPEED\n\t1A2B  first, in upper case\n\t1a2b  then in lower case\n" +
 	" 1022  spaced\n\t0002  under spaced\n\r\nzzzz  not a vendor\n\t0001  lost device\n" +
