@@ -149,6 +149,7 @@ func (db *DB) load(w *wanted) {
 		}
 		return vendors[s.id/64]&(1<<(s.id%64)) != 0
 	}
+	var buf []byte // a file's, for every block read
 	switch {
 	case src.file == nil:
 		for _, s := range spans {
@@ -159,11 +160,10 @@ func (db *DB) load(w *wanted) {
 	case spans == nil:
 		// A file that fails to read part-way answers with what was read before: the
 		// names it did not reach are none, and the next DB of a chain gives them.
-		_ = src.stream(0, src.size, p.text)
+		_ = src.stream(&buf, 0, src.size, p.text)
 	default:
-		var buf []byte
 		for _, s := range spans {
-			if wants(s) && src.streamWith(&buf, int64(s.start), int64(s.end), p.text) != nil {
+			if wants(s) && src.stream(&buf, int64(s.start), int64(s.end), p.text) != nil {
 				break
 			}
 		}
@@ -183,18 +183,11 @@ func answer[K comparable](m, found map[K]string, wanted map[K]bool) {
 	}
 }
 
-// stream shows fn the lines of the file from from to to, read a chunk at a time: each
+// stream shows fn the lines of the file from from to to, read through *bufp (made, or
+// grown for a long line, as needed, and kept for the next stream) a chunk at a time: each
 // chunk up to its last newline, the rest carried to the front of the next. The chunks
 // are the buffer's bytes, read into again: fn keeps a copy of what it keeps.
-func (src *source) stream(from, to int64, fn func(chunk string)) error {
-	return src.streamWith(nil, from, to, fn)
-}
-
-// streamWith is stream through *buf (grown as needed, and kept for the next stream).
-func (src *source) streamWith(bufp *[]byte, from, to int64, fn func(chunk string)) error {
-	if bufp == nil {
-		bufp = new([]byte)
-	}
+func (src *source) stream(bufp *[]byte, from, to int64, fn func(chunk string)) error {
 	if len(*bufp) == 0 {
 		*bufp = make([]byte, min(int64(src.chunk), src.size))
 	}
@@ -229,7 +222,8 @@ func (src *source) streamWith(bufp *[]byte, from, to int64, fn func(chunk string
 func (src *source) findSpans() []span {
 	f := spanFinder{out: make([]span, 0, src.size/512)} // the upstream file has a vendor per 540 bytes
 	at := 0
-	err := src.stream(0, src.size, func(chunk string) {
+	var buf []byte
+	err := src.stream(&buf, 0, src.size, func(chunk string) {
 		if f.out != nil && len(f.out) > src.maxSpans {
 			return
 		}
