@@ -215,7 +215,7 @@ func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 	if fd < 0 {
 		return ents, nil, nil
 	}
-	return ents, &sysDir{fd: fd, spent: d.spent, sys: strings.HasPrefix(p, "/sys/"), cap: capOf(p + "/")}, nil
+	return ents, &sysDir{fd: fd, spent: d.spent, sys: strings.HasPrefix(p, "/sys/"), cap: capOf(p)}, nil
 }
 
 // sysDir is a listed directory of /sys or /proc, open.

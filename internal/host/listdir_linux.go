@@ -107,7 +107,7 @@ func dirent(b []byte, off int) (name []byte, next int, ok bool) {
 	if end := bytes.IndexByte(name, 0); end >= 0 {
 		name = name[:end]
 	}
-	if s := string(name); s == "." || s == ".." || s == "" {
+	if len(name) == 0 || string(name) == "." || string(name) == ".." {
 		return nil, off + reclen, true
 	}
 	return name, off + reclen, true

@@ -9,16 +9,15 @@ import (
 	"sync"
 )
 
+// embedded is the embedded copy; embeddedSpans (embedded_spans.go) is where its blocks
+// lie, found by go generate: its index costs no walk over its 600 KB at run time.
+//
+//go:generate go test -run TestEmbeddedSpansAreCurrent -update .
 //go:embed pci.ids
 var embedded string
 
-// embeddedSpans (embedded_spans.go) is where the embedded copy's blocks lie, found by
-// go generate: its index costs no walk over its 600 KB at run time.
-//
 // The DBs of Embedded and Default are made at their first call (a sync.Once is data;
 // a sync.OnceValue would be a call at the package's initialisation).
-//
-//go:generate go test -run TestEmbeddedSpansAreCurrent -update .
 var (
 	embeddedOnce, systemOnce sync.Once
 	embeddedDB, systemDB     *DB
@@ -46,8 +45,9 @@ func SystemPaths() []string {
 // and returns its DB with its path. When none exists it returns (nil, "", nil).
 // When the first one that exists cannot be opened, or is no regular file of
 // at most 16 MiB, it returns that path and the error; it does not go on to
-// the next path. The file stays open: each load of the DB ([Names.Load], or
-// a lookup not loaded) reads it whole, keeping only the names it wants.
+// the next path. The file stays open for the DB's loads ([Names.Load], or a
+// lookup not loaded), which read the blocks of the vendors and classes they
+// want, and keep only the names they want.
 func LoadSystem() (*DB, string, error) {
 	return loadFirst(SystemPaths())
 }
@@ -107,9 +107,9 @@ func checkFile(p string, fi os.FileInfo) error {
 	return nil
 }
 
-// Default returns the host's pci.ids (if [LoadSystem] finds and reads one)
-// followed by [Embedded]. The host's file is read once per process; one
-// that cannot be read is left out.
+// Default returns the host's pci.ids (if [LoadSystem] finds and opens one)
+// followed by [Embedded]. The host's file is opened once per process; one
+// that cannot be opened is left out.
 func Default() Names {
 	systemOnce.Do(func() { systemDB, _, _ = LoadSystem() })
 	if db := systemDB; db != nil {

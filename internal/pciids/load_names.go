@@ -271,10 +271,7 @@ func (f *spanFinder) text(s string, at int) {
 			line, next = line[:i], from+i+1
 		}
 		if len(line) > 0 && line[0] != '\t' {
-			if i := strings.IndexByte(line, '\r'); i >= 0 {
-				line = line[:i]
-			}
-			if t := trimBlanks(line, false); t != "" && t[0] != '#' {
+			if line = content(line); line != "" {
 				f.close(at + from)
 				f.start, f.kind = at+from, inNone
 				if rest, ok := strings.CutPrefix(line, "C "); ok {

@@ -123,22 +123,27 @@ func (p *parser) passes(line string) bool {
 	// A blank line or a comment changes nothing. Any other line is a device's, or one
 	// that parse takes for none: either way, no line under it is read, and what the
 	// parser would take it for does not matter.
-	if i := strings.IndexByte(line, '\r'); i >= 0 {
-		line = line[:i]
-	}
-	if t := trimBlanks(line, false); t != "" && t[0] != '#' {
+	if content(line) != "" {
 		p.deep = false
 	}
 	return true
 }
 
-// line reads one line, without its newline.
-func (p *parser) line(line string) {
-	// Like pciutils, treat a CR as the end of the line.
+// content is a line as parse reads it: cut at a CR, as pciutils does, and "" for a
+// blank line or a comment.
+func content(line string) string {
 	if i := strings.IndexByte(line, '\r'); i >= 0 {
 		line = line[:i]
 	}
 	if t := trimBlanks(line, false); t == "" || t[0] == '#' {
+		return ""
+	}
+	return line
+}
+
+// line reads one line, without its newline.
+func (p *parser) line(line string) {
+	if line = content(line); line == "" {
 		return
 	}
 	nest := 0
@@ -188,8 +193,10 @@ func (p *parser) line(line string) {
 			sc, name, ok := idName(s, 2)
 			p.haveSub, p.subclass = ok, uint8(sc)
 			key := uint16(p.class)<<8 | uint16(p.subclass)
+			// A subclass is wanted with its prog-ifs: the lines under it are read
+			// when it is.
 			p.deep = ok && (w == nil || w.subclasses[key])
-			if ok && (w == nil || w.subclasses[key]) {
+			if p.deep {
 				keep(p, p.db.subclasses, key, name)
 			}
 		}

@@ -1014,6 +1014,49 @@ func BenchmarkEmbeddedSpans(b *testing.B) {
 	}
 }
 
+// A host's file read through Prepare and Load answers as its parse does; one that
+// shrank since it was opened answers with what is left, and one that grew with what it
+// held when it was opened: a load reads the bytes it was opened with, no more.
+func TestFileLoads(t *testing.T) {
+	const text = "10de  NVIDIA\n\t2bb1  GB202GL\n1a03  ASPEED\n\t2000  ASPEED Graphics Family\n" +
+		"C 03  Display controller\n\t00  VGA compatible controller\n"
+	devices := []DeviceID{{0x10de, 0x2bb1}, {0x1a03, 0x2000}}
+	for _, tc := range []struct {
+		name  string
+		after string // the file's text once opened
+		want  []string
+	}{
+		{"unchanged", text, []string{"NVIDIA", "GB202GL", "ASPEED", "ASPEED Graphics Family", "VGA compatible controller"}},
+		{"shrank", text[:strings.Index(text, "1a03")], []string{"NVIDIA", "GB202GL", "", "", ""}},
+		{"grew", text + "10ee  Xilinx\n", []string{"NVIDIA", "GB202GL", "ASPEED", "ASPEED Graphics Family", "VGA compatible controller"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "pci.ids")
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, size, err := openFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := os.WriteFile(path, []byte(tc.after), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			n := Names{withSource(fileSource(f, size))}
+			n.Prepare()
+			n.Load(devices, []uint32{0x030000})
+			got := []string{n.Vendor(0x10de), n.Device(0x10de, 0x2bb1), n.Vendor(0x1a03), n.Device(0x1a03, 0x2000), n.Subclass(0x030000)}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if v := n.Vendor(0x10ee); v != "" {
+				t.Errorf("a vendor past the size the file was opened with: %q", v)
+			}
+		})
+	}
+}
+
 // The sample host's devices and classes, as a scan of it asks them.
 var (
 	sampleDevices = []DeviceID{{0x1022, 0x153a}, {0x1022, 0x153b}, {0x1022, 0x153c}, {0x1022, 0x153d}, {0x1022, 0x153e},
