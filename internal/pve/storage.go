@@ -16,6 +16,9 @@ type Storage struct {
 	Content  []string // "iso", "vztmpl", "backup", "snippets", …
 	Nodes    []string // the nodes it is on; none for all
 	Disabled bool
+	// Shared is the shared property: the storage holds the same files on every node
+	// (a directory mounted from elsewhere on each).
+	Shared bool
 }
 
 // snippetType says whether storage of type typ can hold snippets, and the path of one
@@ -62,6 +65,8 @@ func ParseStorage(data string) ([]Storage, error) {
 				s.Nodes = strings.Split(v, ",")
 			case "disable":
 				s.Disabled = v != "0"
+			case "shared":
+				s.Shared = v != "0"
 			}
 		}
 	}
@@ -84,4 +89,18 @@ func (s Storage) SnippetsDir(node string) (string, bool) {
 		return "", false
 	}
 	return s.Path + "/snippets", true
+}
+
+// IsShared reports whether every node sees the same files in the storage: one marked
+// shared, or of a network type, which pve-storage always takes as shared. A snippet on
+// any other (dir: local) is on this node alone.
+func (s Storage) IsShared() bool {
+	if s.Shared {
+		return true
+	}
+	switch s.Type {
+	case "nfs", "cifs", "cephfs", "glusterfs", "rbd", "iscsi", "iscsidirect", "pbs":
+		return true
+	}
+	return false
 }
