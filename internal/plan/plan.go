@@ -121,6 +121,58 @@ type Plan struct {
 // Empty reports whether nothing has to move.
 func (p *Plan) Empty() bool { return len(p.Moves) == 0 }
 
+// Changed says how the host, planned again as now (p), departs from the plan that was
+// shown (shown): a device now on another driver, a move the host no longer needs or now
+// needs, a holder that appeared. Empty when the shown plan is still the one to carry
+// out. A command that planned, asked and then took the lock plans again under it and
+// refuses on any of these, since what was confirmed is not what would happen.
+func Changed(shown, p *Plan) []string {
+	var out []string
+	now := map[pci.Address]Move{}
+	for _, m := range p.Moves {
+		now[m.Device] = m
+	}
+	was := map[pci.Address]bool{}
+	for _, m := range shown.Moves {
+		was[m.Device] = true
+		n, ok := now[m.Device]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s no longer needs to move (it is on %s now)", m.Device, driverOf(p, m.Device)))
+		case n.From != m.From || n.Override != m.Override:
+			out = append(out, fmt.Sprintf("%s is on %s now, not on %s", m.Device, onText(n.From), onText(m.From)))
+		case n.To != m.To:
+			out = append(out, fmt.Sprintf("%s now goes to %s, not to %s", m.Device, DriverText(n.To), DriverText(m.To)))
+		case len(n.Holders) > len(m.Holders):
+			out = append(out, fmt.Sprintf("%s is held by %s now", m.Device, n.Holders[len(m.Holders)]))
+		}
+	}
+	for _, m := range p.Moves {
+		if !was[m.Device] {
+			out = append(out, fmt.Sprintf("%s now needs to move too (%s → %s)", m.Device, onText(m.From), DriverText(m.To)))
+		}
+	}
+	return out
+}
+
+// driverOf is the driver p found a device on.
+func driverOf(p *Plan, a pci.Address) string {
+	for _, m := range p.InPlace {
+		if m.Device == a {
+			return onText(m.From)
+		}
+	}
+	return "a driver outside the plan"
+}
+
+// onText names the driver a device is on: "no driver" for none.
+func onText(d string) string {
+	if d == "" {
+		return "no driver"
+	}
+	return d
+}
+
 // Groups returns the moves by IOMMU group, in order: the units that can move concurrently.
 func (p *Plan) Groups() [][]Move {
 	var out [][]Move

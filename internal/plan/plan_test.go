@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/proc"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
@@ -503,5 +505,30 @@ func TestCheckNoGPUs(t *testing.T) {
 	d, _ := f.Desired()
 	if _, err := Make(inv, d); err == nil || !strings.Contains(err.Error(), "no GPUs on x") {
 		t.Errorf("Make without GPUs: %v", err)
+	}
+}
+
+// Planned again under the lock, a host that changed since the plan was shown says how:
+// each kind of change named, and nothing for the same host.
+func TestChanged(t *testing.T) {
+	gpu, _ := pci.ParseAddress("0000:81:00.0")
+	audio, _ := pci.ParseAddress("0000:81:00.1")
+	other, _ := pci.ParseAddress("0000:91:00.0")
+	shown := &Plan{Moves: []Move{{Device: gpu, From: "nvidia", To: VFIO}, {Device: audio, From: "snd_hda_intel", To: VFIO}}}
+	same := &Plan{Moves: slices.Clone(shown.Moves)}
+	if got := Changed(shown, same); len(got) != 0 {
+		t.Errorf("the same host: %v", got)
+	}
+	moved := &Plan{Moves: []Move{{Device: audio, From: "snd_hda_intel", To: VFIO}, {Device: other, From: "", To: VFIO}}, InPlace: []Move{{Device: gpu, From: VFIO, To: VFIO}}}
+	got := Changed(shown, moved)
+	want := []string{"0000:81:00.0 no longer needs to move (it is on vfio-pci now)", "0000:91:00.0 now needs to move too (no driver → vfio-pci)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	held := &Plan{Moves: slices.Clone(shown.Moves)}
+	held.Moves[0].Holders = []holders.Holder{{Kind: holders.KindVM, Process: proc.Process{VM: 131}, Name: "hostpci0"}}
+	held.Moves[1].From = "vfio-pci"
+	if got := Changed(shown, held); len(got) != 2 || !strings.Contains(got[0], "0000:81:00.0 is held by") || got[1] != "0000:81:00.1 is on vfio-pci now, not on snd_hda_intel" {
+		t.Errorf("held and moved: %q", got)
 	}
 }
