@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/holders"
-	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 )
@@ -25,10 +24,17 @@ type Options struct {
 	BindTimeout time.Duration
 	// Parallel is how many IOMMU groups move at once.
 	Parallel int
-	// Progress receives an event per step of each device.
+	// Progress receives an event per step of each device. Several groups move at once,
+	// but Progress is called one event at a time, under a lock of the run's own: it may
+	// append to a slice or write to a stream without a lock of its own. It must not call
+	// back into the run.
 	Progress func(Event)
 	// Now stamps the journal; tests fix it.
 	Now func() time.Time
+	// Journal is where Apply writes its journal: JournalPath when empty, the one
+	// rollback reads; a hook writes its own, so that a guest's start never overwrites
+	// apply's.
+	Journal string
 }
 
 func (o *Options) defaults() {
@@ -43,6 +49,17 @@ func (o *Options) defaults() {
 	}
 	if o.Progress == nil {
 		o.Progress = func(Event) {}
+	}
+	// The groups' goroutines report through one lock: the caller's function need not
+	// be safe for concurrent use.
+	progress, mu := o.Progress, new(sync.Mutex)
+	o.Progress = func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		progress(e)
+	}
+	if o.Journal == "" {
+		o.Journal = JournalPath
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -122,6 +139,10 @@ type Result struct {
 	Restored []pci.Address // on failure: the devices put back as they were
 	// Unrestored are devices a failed run could not put back, with why.
 	Unrestored map[pci.Address]error
+	// Journal is the journal Apply wrote (nil when it wrote none): a caller that must
+	// undo the run later, still holding the lock, undoes it from this copy, never from
+	// the file, which another run may have replaced once the lock was let go.
+	Journal *Journal
 }
 
 // Check refuses a plan that cannot be carried out, changing nothing: a device that is
@@ -157,22 +178,23 @@ func targets(p *plan.Plan) []string {
 	return out
 }
 
-// Apply carries out p: check, lock, journal, load modules, move every IOMMU group
-// (several at once), verify; on any failure, put back every device it touched.
-func Apply(ctx context.Context, h *host.Host, k Kernel, p *plan.Plan, opts Options) (*Result, error) {
+// Apply carries out p under the lock l, which the caller took before it read the host
+// it planned from: check, journal, load modules, move every IOMMU group (several at
+// once), each device only from the driver the plan found it on, verify; on any failure,
+// put back every device it touched.
+func Apply(ctx context.Context, l *Lock, k Kernel, p *plan.Plan, opts Options) (*Result, error) {
 	opts.defaults()
 	res := &Result{Unrestored: map[pci.Address]error{}}
 	if p.Empty() {
 		return res, nil
 	}
+	if err := l.held(); err != nil {
+		return res, err
+	}
+	h := l.h
 	if err := Check(k, p); err != nil {
 		return res, err
 	}
-	lock, err := TakeLock(h)
-	if err != nil {
-		return res, err
-	}
-	defer lock.Unlock()
 
 	id, err := ReadIdentity(h)
 	if err != nil {
@@ -186,9 +208,10 @@ func Apply(ctx context.Context, h *host.Host, k Kernel, p *plan.Plan, opts Optio
 		}
 		j.Devices = append(j.Devices, Prior{Device: m.Device, ID: devID, Class: class, Driver: m.From, Override: m.Override, IOMMUGroup: m.IOMMUGroup, GPU: m.GPU, To: m.To})
 	}
-	if err := WriteJournal(h, j); err != nil {
+	if err := WriteJournal(h, opts.Journal, j); err != nil {
 		return res, fmt.Errorf("nothing was changed: %w", err)
 	}
+	res.Journal = j
 	for _, to := range targets(p) {
 		if !k.Loaded(to) {
 			if err := k.Load(to); err != nil {
@@ -287,6 +310,13 @@ func (r *runner) move(m plan.Move) error {
 	}
 	if !r.k.Present(m.Device) {
 		return fail(fmt.Errorf("device %s is gone", m.Device))
+	}
+	// Only from where the plan found it: a device another run or a guest's start moved
+	// since is not this plan's to move.
+	if cur, err := r.k.Driver(m.Device); err != nil {
+		return fail(err)
+	} else if cur != m.From {
+		return fail(fmt.Errorf("%s is on %s now, not on %s as planned: something else moved it since; nothing was written to it: plan again", m.Device, driverName(cur), driverName(m.From)))
 	}
 	override := m.To
 	r.touch(m.Device)
@@ -431,19 +461,18 @@ func (r *runner) restore(p Prior) error {
 }
 
 // Rollback puts every device of the journal back as it was before the apply that wrote
-// it. It refuses, changing nothing, a journal that CheckJournal does not trust; the
-// check is made again under the lock, so that no other run changes the host in between.
-func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, s Scope, held map[pci.Address][]holders.Holder, opts Options) (*Result, error) {
+// it, under the lock l, which the caller took before it read the journal. It refuses,
+// changing nothing, a journal that CheckJournal does not trust.
+func Rollback(ctx context.Context, l *Lock, k Kernel, j *Journal, s Scope, held map[pci.Address][]holders.Holder, opts Options) (*Result, error) {
 	opts.defaults()
 	res := &Result{Unrestored: map[pci.Address]error{}}
 	if len(held) > 0 {
 		return res, &HeldError{Held: held}
 	}
-	lock, err := TakeLock(h)
-	if err != nil {
+	if err := l.held(); err != nil {
 		return res, err
 	}
-	defer lock.Unlock()
+	h := l.h
 	if _, err := CheckJournal(h, k, j, s); err != nil {
 		return res, err
 	}
@@ -468,7 +497,7 @@ func Rollback(ctx context.Context, h *host.Host, k Kernel, j *Journal, s Scope, 
 		prior[d.Device] = d
 	}
 	var mu sync.Mutex
-	err = r.run(ctx, groups, func(m plan.Move) error {
+	err := r.run(ctx, groups, func(m plan.Move) error {
 		err := r.restore(prior[m.Device])
 		mu.Lock()
 		defer mu.Unlock()

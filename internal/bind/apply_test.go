@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +40,8 @@ type fakeKernel struct {
 	// the vfio module's device creation fails, though the devices sit on vfio-pci.
 	noNode map[int]bool
 	writes []string
+	// delay is how long each driver_override write takes, outside the lock.
+	delay time.Duration
 	// onWrite, when set, is called after each write the kernel sees (driver_override,
 	// unbind, drivers_probe, a module load), with its number from 1 and the write, under
 	// the fake's lock, whether the write succeeded or not.
@@ -108,6 +113,7 @@ func (f *fakeKernel) Override(a pci.Address) (string, error) {
 }
 
 func (f *fakeKernel) SetOverride(a pci.Address, driver string) error {
+	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, fmt.Sprintf("override %s %q", a, driver))
@@ -250,6 +256,25 @@ func tempHost(t *testing.T) (*host.Host, string) {
 	return h, dir
 }
 
+// heldLocks are the locks lockOf took, by host: one test may run several changes of one
+// host, as a command does under one lock.
+var heldLocks sync.Map
+
+// lockOf is h's driver lock, taken once per test and host and let go when the test ends.
+func lockOf(t *testing.T, h *host.Host) *Lock {
+	t.Helper()
+	if l, ok := heldLocks.Load(h); ok {
+		return l.(*Lock)
+	}
+	l, err := TakeLock(h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldLocks.Store(h, l)
+	t.Cleanup(func() { heldLocks.Delete(h); l.Unlock() })
+	return l
+}
+
 func writeFiles(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
 	for name, text := range files {
@@ -303,7 +328,7 @@ func TestApplyAndRollback(t *testing.T) {
 	var mu sync.Mutex
 	opts := fast
 	opts.Progress = func(e Event) { mu.Lock(); events = append(events, e); mu.Unlock() }
-	res, err := Apply(context.Background(), h, f, p, opts)
+	res, err := Apply(context.Background(), lockOf(t, h), f, p, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +360,7 @@ func TestApplyAndRollback(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "var/lib/gpusplit/journal.json")); err != nil {
 		t.Errorf("journal not under the root: %v", err)
 	}
-	res, err = Rollback(context.Background(), h, f, j, scopeOf(p), nil, fast)
+	res, err = Rollback(context.Background(), lockOf(t, h), f, j, scopeOf(p), nil, fast)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +378,7 @@ func TestApplyRefusesHeldDevice(t *testing.T) {
 	f, p := fourGPUs()
 	p.Moves[4].Holders = []holders.Holder{holders.ProcessHolder(proc.Process{PID: 48213, Command: "python3", Container: 129})}
 	h, dir := gpuHost(t, f)
-	_, err := Apply(context.Background(), h, f, p, fast)
+	_, err := Apply(context.Background(), lockOf(t, h), f, p, fast)
 	var held *HeldError
 	if !errors.As(err, &held) || !strings.Contains(err.Error(), "0000:e1:00.0 is held by python3 (pid 48213) in container 129") || !strings.HasPrefix(err.Error(), "nothing was changed") {
 		t.Fatalf("got %v, want a HeldError naming e1:00.0 and its holder", err)
@@ -370,13 +395,13 @@ func TestApplyChecksDrivers(t *testing.T) {
 	f, p := fourGPUs()
 	delete(f.loaded, plan.VFIO)
 	h, _ := gpuHost(t, f)
-	_, err := Apply(context.Background(), h, f, p, fast)
+	_, err := Apply(context.Background(), lockOf(t, h), f, p, fast)
 	if err == nil || !strings.Contains(err.Error(), "driver vfio-pci is not loaded") || len(f.writes) != 0 {
 		t.Fatalf("missing driver: %v, writes %v", err, f.writes)
 	}
 	// A loadable module is loaded first, then the devices move.
 	f.modules[plan.VFIO] = true
-	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+	if _, err := Apply(context.Background(), lockOf(t, h), f, p, fast); err != nil {
 		t.Fatal(err)
 	}
 	if f.writes[0] != "load vfio-pci" {
@@ -422,7 +447,7 @@ func TestApplyFailureRollsBack(t *testing.T) {
 					mu.Unlock()
 				}
 			}
-			res, err := Apply(context.Background(), h, f, p, opts)
+			res, err := Apply(context.Background(), lockOf(t, h), f, p, opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
@@ -466,31 +491,77 @@ func TestApplyFailureRollsBack(t *testing.T) {
 	}
 }
 
+// The lock: one holder at a time, named to the next; a bounded wait that ends when the
+// holder lets go; a directory and file only root can open, so that no other user can
+// hold it; a lock file of another owner refused.
 func TestLock(t *testing.T) {
-	h, _ := tempHost(t)
-	l, err := TakeLock(h)
+	h, dir := tempHost(t)
+	l, err := TakeLock(h, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := TakeLock(h); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+	if _, err := TakeLock(h, 0); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Errorf("second lock: %v", err)
 	}
-	l.Unlock()
-	l2, err := TakeLock(h)
+	if _, err := TakeLock(h, 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "has not let go for 300ms") {
+		t.Errorf("a wait that ends: %v", err)
+	}
+	for p, want := range map[string]os.FileMode{"run/gpusplit": 0o700 | os.ModeDir, "run/gpusplit/driver.lock": 0o600} {
+		if fi, err := os.Lstat(filepath.Join(dir, p)); err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v, want %v", p, fi.Mode(), err, want)
+		}
+	}
+	// Another user cannot open it, for reading either: flock works on any descriptor.
+	nobody := exec.Command("/bin/sh", "-c", "exec 3<"+filepath.Join(dir, "run/gpusplit/driver.lock"))
+	nobody.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := nobody.CombinedOutput(); err == nil {
+		t.Errorf("user nobody opened the lock (this test needs root to act as nobody): %s", out)
+	}
+	// A waiting run takes it once the holder lets go.
+	go func() { time.Sleep(200 * time.Millisecond); l.Unlock() }()
+	l2, err := TakeLock(h, 5*time.Second)
 	if err != nil {
-		t.Errorf("lock after unlock: %v", err)
+		t.Fatalf("lock after unlock: %v", err)
 	}
 	l2.Unlock()
+	// An earlier gpusplit's looser directory is tightened.
+	os.Chmod(filepath.Join(dir, "run/gpusplit"), 0o755)
+	l3, err := TakeLock(h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l3.Unlock()
+	if fi, _ := os.Stat(filepath.Join(dir, "run/gpusplit")); fi.Mode().Perm() != 0o700 {
+		t.Errorf("the directory stayed %v", fi.Mode())
+	}
+	// A lock file that is not the caller's is refused, and so is a link.
+	os.Chown(filepath.Join(dir, "run/gpusplit/driver.lock"), 65534, 65534)
+	if _, err := TakeLock(h, 0); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Errorf("another user's lock file: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "run/gpusplit/driver.lock"))
+	os.Symlink("/tmp/elsewhere", filepath.Join(dir, "run/gpusplit/driver.lock"))
+	if _, err := TakeLock(h, 0); err == nil {
+		t.Error("a link for a lock file was followed")
+	}
+}
+
+// A change runs only under the lock.
+func TestApplyNeedsTheLock(t *testing.T) {
+	f, p := fourGPUs()
+	_, err := Apply(context.Background(), nil, f, p, fast)
+	if err == nil || !strings.Contains(err.Error(), "lock is not held") || len(f.writes) != 0 {
+		t.Errorf("without the lock: %v, writes %v", err, f.writes)
+	}
 }
 
 func TestApplyOnSnapshotRefused(t *testing.T) {
-	f, p := fourGPUs()
 	h, err := host.OpenArchive("snap", strings.NewReader(""))
 	if err == nil {
-		_, err = Apply(context.Background(), h, f, p, fast)
+		_, err = TakeLock(h, 0)
 	}
 	if err == nil {
-		t.Fatal("applying to a snapshot succeeded")
+		t.Fatal("locking a snapshot succeeded")
 	}
 }
 
@@ -531,7 +602,7 @@ func TestWriteErrorsSayWhatToDo(t *testing.T) {
 func TestApplyJournalsIdentity(t *testing.T) {
 	f, p := fourGPUs()
 	h, _ := gpuHost(t, f)
-	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+	if _, err := Apply(context.Background(), lockOf(t, h), f, p, fast); err != nil {
 		t.Fatal(err)
 	}
 	j, err := ReadJournal(h)
@@ -560,7 +631,7 @@ func TestApplyNeedsIdentity(t *testing.T) {
 			f, p := fourGPUs()
 			h, dir := gpuHost(t, f)
 			os.Remove(filepath.Join(dir, missing))
-			_, err := Apply(context.Background(), h, f, p, fast)
+			_, err := Apply(context.Background(), lockOf(t, h), f, p, fast)
 			if err == nil || !strings.HasPrefix(err.Error(), "nothing was changed") {
 				t.Fatalf("got %v, want a refusal", err)
 			}
@@ -576,7 +647,7 @@ func TestApplyNeedsIdentity(t *testing.T) {
 	f, p := fourGPUs()
 	h, dir := gpuHost(t, f)
 	os.Remove(filepath.Join(dir, "etc/machine-id"))
-	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+	if _, err := Apply(context.Background(), lockOf(t, h), f, p, fast); err != nil {
 		t.Fatal(err)
 	}
 	if j, err := ReadJournal(h); err != nil || j.MachineID != "" {
@@ -594,7 +665,7 @@ func appliedHost(t *testing.T) (*fakeKernel, *plan.Plan, *host.Host, string, *Jo
 	h, dir := gpuHost(t, f)
 	deviceFiles(t, dir, nvme, "0x144d", "0xa80a", "0x010802")
 	os.MkdirAll(filepath.Join(dir, "sys/bus/pci/drivers/nvme"), 0o755)
-	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+	if _, err := Apply(context.Background(), lockOf(t, h), f, p, fast); err != nil {
 		t.Fatal(err)
 	}
 	j, err := ReadJournal(h)
@@ -677,7 +748,7 @@ func TestRollbackRefusesUntrustedJournal(t *testing.T) {
 				}
 				s := scopeOf(p)
 				s.Force = force
-				res, err := Rollback(context.Background(), h, f, j, s, nil, fast)
+				res, err := Rollback(context.Background(), lockOf(t, h), f, j, s, nil, fast)
 				if !force || c.final {
 					var ue *UntrustedError
 					if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "nothing was changed") {
@@ -727,11 +798,11 @@ func TestRollbackOfUnboundGPU(t *testing.T) {
 	f.devs[a].driver = ""
 	p.Moves[0].From = ""
 	h, _ := gpuHost(t, f)
-	if _, err := Apply(context.Background(), h, f, p, fast); err != nil {
+	if _, err := Apply(context.Background(), lockOf(t, h), f, p, fast); err != nil {
 		t.Fatal(err)
 	}
 	j, _ := ReadJournal(h)
-	if _, err := Rollback(context.Background(), h, f, j, scopeOf(p), nil, fast); err != nil {
+	if _, err := Rollback(context.Background(), lockOf(t, h), f, j, scopeOf(p), nil, fast); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.state(a); got != "/" {
@@ -796,5 +867,86 @@ func TestLive(t *testing.T) {
 	}
 	if _, err := Live(root); err != nil {
 		t.Errorf("/: %v", err)
+	}
+}
+
+// Progress is called one event at a time, though four groups move at once: a caller's
+// function that appends without a lock of its own loses no event (the hook's did, and
+// its task log missed lines).
+func TestProgressOneAtATime(t *testing.T) {
+	f, p := fourGPUs()
+	f.delay = 5 * time.Millisecond // each write takes a while, so the groups overlap
+	h, _ := gpuHost(t, f)
+	var events []Event
+	var inside, overlaps atomic.Int32
+	opts := fast
+	opts.Parallel = 4
+	opts.Progress = func(e Event) {
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		time.Sleep(time.Millisecond)
+		events = append(events, e) // no lock: Apply's is the only one
+		inside.Add(-1)
+	}
+	if _, err := Apply(context.Background(), lockOf(t, h), f, p, opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("Progress was called %d times while another call ran", n)
+	}
+	if len(events) != 16 { // moving and done, for 8 devices
+		t.Errorf("%d events, want 16", len(events))
+	}
+}
+
+// A device moved since the plan (another run, a guest's start) is not moved from where
+// the plan did not find it: the run stops, naming it, and puts back what it moved.
+func TestApplyOnlyFromThePlannedDriver(t *testing.T) {
+	f, p := fourGPUs()
+	h, _ := gpuHost(t, f)
+	moved := p.Moves[6].Device // the third GPU: a guest's start took it to vfio-pci
+	f.devs[moved].driver = plan.VFIO
+	opts := fast
+	opts.Parallel = 1
+	_, err := Apply(context.Background(), lockOf(t, h), f, p, opts)
+	if err == nil || !strings.Contains(err.Error(), moved.String()+" is on vfio-pci now, not on nvidia as planned") {
+		t.Fatalf("err = %v", err)
+	}
+	for _, w := range f.writes {
+		if strings.Contains(w, moved.String()) {
+			t.Errorf("the moved device was written: %s", w)
+		}
+	}
+	for _, m := range p.Moves {
+		if m.Device != moved && f.state(m.Device) != m.From+"/" {
+			t.Errorf("%s was not put back: %s", m.Device, f.state(m.Device))
+		}
+	}
+}
+
+// A journal goes where the caller says (a hook's own), never over apply's, and Apply
+// returns what it wrote.
+func TestApplyJournalWhereAsked(t *testing.T) {
+	f, p := fourGPUs()
+	h, dir := gpuHost(t, f)
+	opts := fast
+	opts.Journal = HookJournalDir + "/vm-131.json"
+	res, err := Apply(context.Background(), lockOf(t, h), f, p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, JournalPath)); err == nil {
+		t.Error("a hook's apply wrote apply's journal")
+	}
+	j, err := ReadJournalAt(h, opts.Journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Journal == nil || len(res.Journal.Devices) != 8 || len(j.Devices) != 8 || res.Journal.Devices[0] != j.Devices[0] {
+		t.Errorf("returned %+v, written %+v", res.Journal, j)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, HookJournalDir)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the hooks' directory: %v %v", fi, err)
 	}
 }

@@ -61,7 +61,12 @@ func crashChild(root, state, after string) {
 	}
 	opts := fast
 	opts.Parallel = 1
-	_, err = Apply(context.Background(), h, f, p, opts)
+	l, err := TakeLock(h, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	_, err = Apply(context.Background(), l, f, p, opts)
 	fmt.Fprintf(os.Stderr, "the apply ended before write %d: %v\n", n, err)
 	os.Exit(3)
 }
@@ -135,7 +140,7 @@ func TestApplyJournalsBeforeFirstWrite(t *testing.T) {
 			}
 			opts := fast
 			opts.Parallel = 1
-			if _, err := Apply(context.Background(), h, f, p, opts); err != nil {
+			if _, err := Apply(context.Background(), lockOf(t, h), f, p, opts); err != nil {
 				t.Fatal(err)
 			}
 			if first != c.first {
@@ -219,7 +224,7 @@ func TestRollbackAfterCrash(t *testing.T) {
 			}
 			part := *j
 			part.Devices = todo
-			res, err := Rollback(context.Background(), h, f, &part, s, nil, fast)
+			res, err := Rollback(context.Background(), lockOf(t, h), f, &part, s, nil, fast)
 			if err != nil {
 				t.Fatal(err)
 			}

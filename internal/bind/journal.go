@@ -21,7 +21,12 @@ import (
 const (
 	StateDir    = "/var/lib/gpusplit"
 	JournalPath = StateDir + "/journal.json"
-	LockPath    = "/run/gpusplit.lock"
+	// LockDir holds what lasts until the next boot and only root may open: the lock, the
+	// hooks' journals, the quarantine.
+	LockDir  = "/run/gpusplit"
+	LockPath = LockDir + "/driver.lock"
+	// HookJournalDir keeps, per VM, the journal of what its start moved, for its stop.
+	HookJournalDir = LockDir + "/hooks"
 )
 
 // Prior is a device's state before apply changed it, with what the device was, so that
@@ -117,20 +122,22 @@ func deviceIDs(h *host.Host, a pci.Address) (id, class string, err error) {
 	return fmt.Sprintf("%04x:%04x", vendor, device), fmt.Sprintf("0x%06x", c), nil
 }
 
-// WriteJournal replaces the journal atomically: a temporary file, then a rename.
-func WriteJournal(h *host.Host, j *Journal) error {
-	p, err := h.OSPath(JournalPath)
+// WriteJournal replaces the journal at path (JournalPath for apply's, the one rollback
+// reads; a hook's own under HookJournalDir) atomically: a temporary file, then a rename.
+// Only root reads a journal, in a directory only root enters: it says which devices
+// moved where.
+func WriteJournal(h *host.Host, path string, j *Journal) error {
+	p, err := h.OSPath(path)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := PrivateDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
 		return err
 	}
-	// Only root reads the journal: it says which devices moved where.
 	if err := atomicfile.Write(p, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -139,49 +146,102 @@ func WriteJournal(h *host.Host, j *Journal) error {
 
 // ReadJournal reads the journal of the last apply.
 func ReadJournal(h *host.Host) (*Journal, error) {
-	b, err := h.ReadFile(JournalPath)
+	j, err := ReadJournalAt(h, JournalPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no journal at %s: nothing was applied on this host, so there is nothing to roll back", JournalPath)
 	}
+	return j, err
+}
+
+// ReadJournalAt reads the journal at path; an error wrapping fs.ErrNotExist where there
+// is none.
+func ReadJournalAt(h *host.Host, path string) (*Journal, error) {
+	b, err := h.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var j Journal
 	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("journal %s is damaged (%v); restore the drivers by hand or with gpusplit apply", JournalPath, err)
+		return nil, fmt.Errorf("journal %s is damaged (%v); restore the drivers by hand or with gpusplit apply", path, err)
 	}
 	return &j, nil
 }
 
-// Lock keeps two runs from changing drivers at once. Release it with Unlock.
-type Lock struct{ f *os.File }
+// Lock keeps two runs from changing drivers at once: apply, rollback, the hooks and pve
+// sync --apply all take it, before they read what they change, and hold it until what they
+// wrote is verified or put back. It is the first lock of the order in docs/handoff.md
+// ("Locks"); Proxmox's locks are taken under it, never the other way round. Release it
+// with Unlock.
+type Lock struct {
+	h *host.Host
+	f *os.File
+}
 
-// TakeLock takes the host's gpusplit lock, or says who holds it.
-func TakeLock(h *host.Host) (*Lock, error) {
+// Host is the host the lock is of.
+func (l *Lock) Host() *host.Host { return l.h }
+
+// lockPoll is how often a waiting TakeLock tries again.
+const lockPoll = 100 * time.Millisecond
+
+// TakeLock takes the host's gpusplit lock, waiting up to wait for another run to let it
+// go (0: not at all), or says who holds it. The lock lives in a directory only root can
+// enter (LockDir, 0700) and is a file only root can open (0600): flock works on any
+// descriptor, a read-only one included, so a lock file others can open is a lock any
+// local user can hold, and block every guest's start with. A directory or file there that
+// is not the caller's, a link among them, is refused, not followed.
+func TakeLock(h *host.Host, wait time.Duration) (*Lock, error) {
 	p, err := h.OSPath(LockPath)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+	if err := PrivateDir(filepath.Dir(p)); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", LockPath, err)
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", LockPath, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b := make([]byte, 32)
-		n, _ := f.ReadAt(b, 0)
+	if err := ownedPrivate(f, 0o600, false); err != nil {
 		f.Close()
-		owner := strings.TrimSpace(string(b[:n]))
-		if _, perr := strconv.Atoi(owner); perr == nil {
-			return nil, fmt.Errorf("another gpusplit (pid %s) is changing drivers on this host; wait for it to finish", owner)
+		return nil, fmt.Errorf("lock %s: %w", LockPath, err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("another gpusplit is changing drivers on this host (%s is locked); wait for it to finish", LockPath)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", LockPath, err)
+		}
+		if !time.Now().Before(deadline) {
+			b := make([]byte, 32)
+			n, _ := f.ReadAt(b, 0)
+			f.Close()
+			waited := ""
+			if wait > 0 {
+				waited = fmt.Sprintf(" and has not let go for %s", wait)
+			}
+			owner := strings.TrimSpace(string(b[:n]))
+			if _, perr := strconv.Atoi(owner); perr == nil {
+				return nil, fmt.Errorf("another gpusplit (pid %s) is changing drivers on this host%s; nothing was changed: wait for it to finish (ps -p %s)", owner, waited, owner)
+			}
+			return nil, fmt.Errorf("another gpusplit is changing drivers on this host (%s is locked)%s; nothing was changed: wait for it to finish", LockPath, waited)
+		}
+		time.Sleep(min(lockPoll, time.Until(deadline)))
 	}
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return &Lock{f: f}, nil
+	return &Lock{h: h, f: f}, nil
+}
+
+// held refuses a lock that is not held: a run changes drivers only under it.
+func (l *Lock) held() error {
+	if l == nil || l.f == nil {
+		return errors.New("nothing was changed: the driver lock is not held (a run must take it first)")
+	}
+	return nil
 }
 
 // Unlock releases the lock.
@@ -192,4 +252,45 @@ func (l *Lock) Unlock() {
 	l.f.Truncate(0)
 	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	l.f.Close()
+	l.f = nil
+}
+
+// PrivateDir makes dir, or checks the one there, as a directory only the caller (root)
+// can enter: 0700, the caller's, not a link. One of the caller's with a looser mode (an
+// earlier gpusplit made its directories 0755) is tightened.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("%s must be a directory only root can enter: %w", dir, err)
+	}
+	defer f.Close()
+	return ownedPrivate(f, 0o700, true)
+}
+
+// ownedPrivate checks that f is the caller's, of the kind wanted, and has no more than
+// perm; a looser mode is tightened.
+func ownedPrivate(f *os.File, perm fs.FileMode, dir bool) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case dir != fi.IsDir() || (!dir && !fi.Mode().IsRegular()):
+		return fmt.Errorf("%s is a %s, not a %s: remove it", f.Name(), fi.Mode().Type(), map[bool]string{true: "directory", false: "regular file"}[dir])
+	case !ok || st.Uid != uint32(os.Geteuid()):
+		return fmt.Errorf("%s is owned by uid %d, not by uid %d: another user could hold it; remove it (only root may make it)", f.Name(), st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm() != perm {
+		if err := f.Chmod(perm); err != nil {
+			return fmt.Errorf("%s is %s and could not be made %s: %w", f.Name(), fi.Mode().Perm(), perm, err)
+		}
+	}
+	return nil
 }

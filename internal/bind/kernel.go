@@ -5,16 +5,16 @@
 package bind
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
-	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/drivers"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/syscmd"
 )
 
 // Kernel is what a move needs from the kernel. Sysfs is the real one; tests use a fake
@@ -94,16 +94,13 @@ func moduleName(driver string) string { return drivers.ModuleName(driver) }
 // running kernel under the host's /lib/modules.
 func (s Sysfs) Loadable(driver string) (string, bool) { return drivers.Loadable(s.H, driver) }
 
-// Load runs modprobe for the driver's module. Only the live host can load modules.
+// Load runs modprobe for the driver's module, root's own (never one found through
+// $PATH), for syscmd.Timeout at most. Only the live host can load modules.
 func (s Sysfs) Load(driver string) error {
 	if s.H.Root() != "/" {
 		return fmt.Errorf("cannot load module %s for a host under --root %s", moduleName(driver), s.H.Root())
 	}
-	out, err := exec.Command("modprobe", moduleName(driver)).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("modprobe %s: %v: %s", moduleName(driver), err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return syscmd.Run(context.Background(), 0, "modprobe", moduleName(driver))
 }
 
 // write writes one value to a sysfs attribute in a single write, as sysfs expects: a

@@ -19,7 +19,7 @@ func TestApplyChecksVFIONodeOfGroupZero(t *testing.T) {
 	f.noNode[0] = true
 	p := &plan.Plan{Moves: []plan.Move{{Device: gpu, Role: plan.RoleGPU, GPU: gpu, IOMMUGroup: 0, From: "nvidia", To: plan.VFIO}}}
 	h, _ := gpuHost(t, f)
-	res, err := Apply(context.Background(), h, f, p, fast)
+	res, err := Apply(context.Background(), lockOf(t, h), f, p, fast)
 	if err == nil || !strings.Contains(err.Error(), "0000:81:00.0 is on vfio-pci but /dev/vfio/0 did not appear") {
 		t.Fatalf("got %v, want the missing /dev/vfio/0", err)
 	}
@@ -47,7 +47,7 @@ func TestRollbackRefusesMissingMachineID(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f, p, h, dir, j := appliedHost(t)
 			c.tamper(t, j, dir)
-			_, err := Rollback(context.Background(), h, f, j, scopeOf(p), nil, fast)
+			_, err := Rollback(context.Background(), lockOf(t, h), f, j, scopeOf(p), nil, fast)
 			var ue *UntrustedError
 			if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want a refusal saying %q", err, c.want)
@@ -86,7 +86,7 @@ func TestApplyDefaultProbeFailureLeavingNoDriver(t *testing.T) {
 	k := probeFails{f, map[pci.Address]bool{a: true}}
 	p := &plan.Plan{Moves: []plan.Move{{Device: a, Role: plan.RoleFunction, GPU: a, IOMMUGroup: 72, From: plan.VFIO, Override: plan.VFIO, To: plan.Default}}}
 	h, _ := gpuHost(t, f)
-	res, err := Apply(context.Background(), h, k, p, fast)
+	res, err := Apply(context.Background(), lockOf(t, h), k, p, fast)
 	if err == nil || !strings.Contains(err.Error(), "binding 0000:81:00.1 to its default driver: probe failed") {
 		t.Fatalf("got %v, want the failed probe", err)
 	}

@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/errconst"
+	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
@@ -145,7 +144,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				}
 				if c.dryRun && !p.Empty() {
 					// Every reason the real run would stop: held devices, and Proxmox.
-					return errors.Join(explainHeld(bind.Held(p)), proxmoxPreflight(g, pl))
+					return errors.Join(bind.ExplainHeld(bind.Held(p)), proxmoxPreflight(g, pl))
 				}
 				return nil
 			}
@@ -153,7 +152,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				return fmt.Errorf("nothing was changed: %w", kerr)
 			}
 			if err := bind.Check(k, p); err != nil {
-				return explainHeld(err)
+				return bind.ExplainHeld(err)
 			}
 			if !g.json() {
 				if err := writePlan(g.stdout, inv.Root, p); err != nil {
@@ -169,14 +168,31 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			res, err := bind.Apply(ctx, h, k, p, c.options(g))
+			// Locks first, then everything read again: the host may have changed during
+			// the question (a guest started, another run moved a GPU).
+			lock, err := bind.TakeLock(h, lockWait)
+			if err != nil {
+				return err
+			}
+			defer lock.Unlock()
+			if pl, err = d.plan(g); err != nil {
+				return fmt.Errorf("nothing was changed: %w", err)
+			}
+			if changed := plan.Changed(p, pl.plan); len(changed) > 0 {
+				return fmt.Errorf("nothing was changed: the host changed since the plan was shown:\n  %s\nrun gpusplit apply again to see the plan as things are now", strings.Join(changed, "\n  "))
+			}
+			inv, p = pl.inv, pl.plan
+			if err := bind.Check(k, p); err != nil {
+				return bind.ExplainHeld(err)
+			}
+			res, err := bind.Apply(ctx, lock, k, p, c.options(g))
 			if g.json() && (err != nil || !pl.desired.SyncProxmox) {
 				if jerr := g.writeJSON(resultJSON(res, err)); jerr != nil {
 					return jerr
 				}
 			}
 			if err != nil {
-				return explainFailure(explainHeld(err), res)
+				return bind.ExplainFailure(bind.ExplainHeld(err), res)
 			}
 			if !g.json() {
 				fmt.Fprintf(g.stdout, "moved %s; the prior state is in %s (gpusplit rollback undoes it).\n", plural.S(len(res.Moved), "device"), bind.JournalPath)
@@ -198,12 +214,12 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 						fmt.Fprintf(g.stdout, format+"\n", a...)
 					}
 				}
-				if err := makeDeviceNodes(h, after.inv, back, say); err != nil {
-					return undoMove(ctx, g, h, k, inv, c, err)
+				if err := hook.MakeDeviceNodes(ctx, h, hookServices(), after.inv, back, say); err != nil {
+					return undoMove(ctx, g, lock, k, inv, c, res.Journal, err)
 				}
 				if !g.json() {
 					if err := syncProxmox(g, after, pve.SyncOptions{}, syncMode{apply: true, command: "apply (sync_proxmox)"}); err != nil {
-						return undoMove(ctx, g, h, k, inv, c, err)
+						return undoMove(ctx, g, lock, k, inv, c, res.Journal, err)
 					}
 					return nil
 				}
@@ -211,7 +227,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				result := resultJSON(res, nil)
 				result.Proxmox = doc
 				if serr != nil {
-					serr = undoMove(ctx, g, h, k, inv, c, serr)
+					serr = undoMove(ctx, g, lock, k, inv, c, res.Journal, serr)
 					result.RolledBack = true
 				}
 				if jerr := g.writeJSON(result); jerr != nil {
@@ -229,18 +245,20 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 
 // undoMove puts the GPUs back after the Proxmox sync that follows the move failed (a lock
 // taken, or a file changed, after the check before the move): with every Proxmox file as
-// it was, the GPUs on their old drivers is the state that goes with it. The error says
-// what happened to both.
-func undoMove(ctx context.Context, g *globals, h *host.Host, k bind.Kernel, inv *inventory.Inventory, c changeFlags, syncErr error) error {
-	j, err := bind.ReadJournal(h)
-	if err == nil {
-		_, err = bind.Rollback(ctx, h, k, j, bind.Scope{Movable: movable(inv)}, nil, c.options(g))
-	}
+// it was, the GPUs on their old drivers is the state that goes with it. It undoes the
+// journal the move wrote, as it returned it, under the lock the move ran under: the file
+// is not read again. The error says what happened to both.
+func undoMove(ctx context.Context, g *globals, lock *bind.Lock, k bind.Kernel, inv *inventory.Inventory, c changeFlags, j *bind.Journal, syncErr error) error {
+	_, err := bind.Rollback(ctx, lock, k, j, bind.Scope{Movable: bind.Movable(inv)}, nil, c.options(g))
 	if err != nil {
 		return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w\nputting the GPUs back failed too: %v\ngpusplit rollback puts them back, gpusplit pve sync --apply retries the sync", syncErr, err)
 	}
 	return fmt.Errorf("Proxmox was not synced, so the GPUs were put back on their drivers: %w", syncErr)
 }
+
+// lockWait is how long a command run by hand waits for the driver lock, held by another
+// run or a guest's hook (seconds, as a rule), before it gives up.
+const lockWait = 30 * time.Second
 
 // openKernel is the kernel apply and rollback change: the running one behind h, or an
 // error saying why h is not one (a snapshot, a directory copy). Tests of this package
@@ -249,32 +267,6 @@ func undoMove(ctx context.Context, g *globals, h *host.Host, k bind.Kernel, inv 
 var openKernel = func(h *host.Host) (bind.Kernel, error) { return bind.Live(h) }
 
 var errSnapshot error = &errconst.Error{Text: "it is a snapshot, which cannot be changed; run on the host itself"}
-
-// explainHeld adds to a refusal for held devices how to release each holder.
-func explainHeld(err error) error {
-	var held *bind.HeldError
-	if !errors.As(err, &held) {
-		return err
-	}
-	var lines []string
-	seen := map[string]bool{}
-	for _, a := range slices.SortedFunc(maps.Keys(held.Held), pci.Address.Compare) {
-		lines = append(lines, releaseLines(held.Held[a], seen)...)
-	}
-	return fmt.Errorf("%w\nrelease them, then run again:\n%s", err, strings.Join(lines, "\n"))
-}
-
-// explainFailure says, after a failed run, what was put back and what was not.
-func explainFailure(err error, res *bind.Result) error {
-	if res == nil || (len(res.Restored) == 0 && len(res.Unrestored) == 0) {
-		return err
-	}
-	msg := fmt.Sprintf("%v\nrestored %s to their prior drivers", err, plural.S(len(res.Restored), "device"))
-	for _, a := range slices.SortedFunc(maps.Keys(res.Unrestored), pci.Address.Compare) {
-		msg += fmt.Sprintf("\nNOT restored: %s: %v", a, res.Unrestored[a])
-	}
-	return errors.New(msg)
-}
 
 type resultDoc struct {
 	Seconds    float64           `json:"seconds"` // from the first change to the end

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
@@ -16,14 +17,12 @@ import (
 // that happens on the host while the GPUs move.
 type probeHook struct {
 	*simKernel
-	once func()
+	first sync.Once // the groups probe at once
+	once  func()
 }
 
 func (k *probeHook) Probe(a pci.Address) error {
-	if k.once != nil {
-		k.once()
-		k.once = nil
-	}
+	k.first.Do(k.once)
 	return k.simKernel.Probe(a)
 }
 

@@ -122,10 +122,10 @@ func TestPoolWalkthrough(t *testing.T) {
 	root, k, ctStarts := poolRoot(t)
 	ctConf := filepath.Join(root, "etc/pve/nodes/kpro6/lxc/129.conf")
 	var made []int
-	services.deviceNode = func(minor int) error {
+	setDeviceNode(t, func(minor int) error {
 		made = append(made, minor)
 		return os.WriteFile(filepath.Join(root, "dev/nvidia"+itoa(int64(minor))), nil, 0o666)
-	}
+	})
 
 	// Proxmox in step with the pool: its mapping, VM 131 on it; then the hooks.
 	mustRun(t, "--root", root, "pve", "sync", "--apply")
@@ -265,10 +265,10 @@ func TestPoolApplyAfterAKilledVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	var made []int
-	services.deviceNode = func(minor int) error {
+	setDeviceNode(t, func(minor int) error {
 		made = append(made, minor)
 		return nil
-	}
+	})
 	mustRun(t, "--root", root, "pve", "sync", "--apply")
 	mustRun(t, "--root", root, "hook", "131", "pre-start")
 	if out, _, err := run(t, "--root", root, "status"); err == nil || !strings.Contains(out, "0000:81:00.0  on vfio-pci, no VM holds it: it belongs on its vendor's driver") {

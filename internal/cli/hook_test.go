@@ -1,17 +1,21 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/syscmd"
 )
 
 // hookRoot is the sample host as a directory, with what apply's journal records of a
@@ -44,22 +48,42 @@ func hookRoot(t *testing.T, drop ...string) (string, *host.Host) {
 	return root, h
 }
 
-// fakeServices records what the hook does to systemd units; stopping
-// nvidia-persistenced takes its process (pid 2211 on the sample host) away.
+// fakeServices records what the hook does to systemd units: systemd runs
+// nvidia-persistenced while its process (pid 2211 on the sample host) is there, and
+// stopping it takes that away. deviceNode, when set, makes /dev/nvidiaN.
 func fakeServices(t *testing.T, root string) *[]string {
 	t.Helper()
 	var calls []string
-	saved := services
-	t.Cleanup(func() { services = saved })
-	services.stop = func(unit string) error {
-		calls = append(calls, "stop "+unit)
-		return os.RemoveAll(filepath.Join(root, "proc/2211"))
+	saved := hookServices
+	t.Cleanup(func() { hookServices = saved })
+	svc := hook.Services{
+		Active: func(_ context.Context, unit string) (bool, error) {
+			_, err := os.Stat(filepath.Join(root, "proc/2211"))
+			return unit == hook.Persistenced && err == nil, nil
+		},
+		Stop: func(_ context.Context, unit string) error {
+			calls = append(calls, "stop "+unit)
+			return os.RemoveAll(filepath.Join(root, "proc/2211"))
+		},
+		Start: func(_ context.Context, unit string) error {
+			calls = append(calls, "start "+unit)
+			return nil
+		},
+		DeviceNode: func(_ context.Context, minor int) error {
+			calls = append(calls, "node "+strconv.Itoa(minor))
+			return nil
+		},
 	}
-	services.start = func(unit string) error {
-		calls = append(calls, "start "+unit)
-		return nil
-	}
+	hookServices = func() hook.Services { return svc }
 	return &calls
+}
+
+// setDeviceNode replaces the stand-in for nvidia-modprobe -c N.
+func setDeviceNode(t *testing.T, f func(minor int) error) {
+	t.Helper()
+	svc := hookServices()
+	svc.DeviceNode = func(_ context.Context, minor int) error { return f(minor) }
+	hookServices = func() hook.Services { return svc }
 }
 
 // The sample host's VM 131 takes the first four GPUs of mapping pro6000 (NUMA node 0)
@@ -84,7 +108,7 @@ func TestHookVMStartRefusedWhileHeld(t *testing.T) {
 	if want := []string{"stop nvidia-persistenced", "start nvidia-persistenced"}; !slices.Equal(*calls, want) {
 		t.Errorf("services %v, want %v", *calls, want)
 	}
-	if _, err := os.Stat(filepath.Join(root, hookDir, "vm-131.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(root, bind.HookJournalDir, "vm-131.json")); err == nil {
 		t.Error("a refused start left its journal")
 	}
 }
@@ -111,7 +135,7 @@ func TestHookVMStartStop(t *testing.T) {
 	if got := k.state("0000:81:00.0"); got != "nvidia/" {
 		t.Errorf("a GPU the VM does not get moved: %s", got)
 	}
-	if _, err := os.Stat(filepath.Join(root, hookDir, "vm-131.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, bind.HookJournalDir, "vm-131.json")); err != nil {
 		t.Errorf("no journal for the stop: %v", err)
 	}
 	// Running, the VM holds its GPUs: container 129 (all eight) may not start.
@@ -138,7 +162,7 @@ func TestHookVMStartStop(t *testing.T) {
 	if !strings.Contains(out, "0000:01:00.0  restored to nvidia") {
 		t.Errorf("stop output:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(root, hookDir, "vm-131.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(root, bind.HookJournalDir, "vm-131.json")); err == nil {
 		t.Error("the journal of the start is left after the stop")
 	}
 	if want := []string{"stop nvidia-persistenced", "start nvidia-persistenced", "start nvidia-persistenced"}; !slices.Equal(*calls, want) {
@@ -176,27 +200,22 @@ func TestHookVMStopLeavesAnotherVMsDevice(t *testing.T) {
 	}
 }
 
-// Two hooks at once take turns: the second waits for the first's lock.
+// A start during another run (an apply, another guest's hook) waits for its lock, and
+// goes ahead once it is let go.
 func TestHookWaitsForAnother(t *testing.T) {
 	root, h := hookRoot(t, "48213")
 	fakeServices(t, root)
 	k := newSimKernel(t, h)
 	k.use(t)
-	p := filepath.Join(root, hookLockPath)
-	os.MkdirAll(filepath.Dir(p), 0o755)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := bind.TakeLock(h, 0)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
 	released := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		released <- time.Now()
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		lock.Unlock()
 	}()
 	mustRun(t, "--root", root, "hook", "131", "pre-start")
 	select {
@@ -206,6 +225,90 @@ func TestHookWaitsForAnother(t *testing.T) {
 	}
 	if got := k.state("0000:01:00.0"); got != "vfio-pci/vfio-pci" {
 		t.Errorf("after waiting, %s is %s", "0000:01:00.0", got)
+	}
+}
+
+// A run that keeps the lock past half the hook's deadline refuses the start, saying
+// why, with nothing changed.
+func TestHookLockWaitIsBounded(t *testing.T) {
+	root, h := hookRoot(t, "48213")
+	calls := fakeServices(t, root)
+	k := newSimKernel(t, h)
+	k.use(t)
+	lock, err := bind.TakeLock(h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	_, _, err = run(t, "--root", root, "hook", "--deadline", "1s", "131", "pre-start")
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("another gpusplit (pid %d) is changing drivers on this host and has not let go for 500ms; nothing was changed", os.Getpid())) {
+		t.Errorf("err = %v", err)
+	}
+	if len(k.writes) > 0 || len(*calls) > 0 {
+		t.Errorf("changed while refused: %v %v", k.writes, *calls)
+	}
+}
+
+// A VM's start keeps its own journal: apply's, which rollback reads, is left as it was.
+func TestHookKeepsApplysJournal(t *testing.T) {
+	root, h := hookRoot(t, "48213")
+	fakeServices(t, root)
+	k := newSimKernel(t, h)
+	k.mirrorTo(t, root)
+	k.use(t)
+	applys := filepath.Join(root, bind.JournalPath)
+	os.MkdirAll(filepath.Dir(applys), 0o700)
+	const before = `{"format": 2, "devices": []}` + "\n"
+	os.WriteFile(applys, []byte(before), 0o600)
+	mustRun(t, "--root", root, "hook", "131", "pre-start")
+	if b, _ := os.ReadFile(applys); string(b) != before {
+		t.Errorf("a VM's start changed apply's journal:\n%s", b)
+	}
+	j, err := bind.ReadJournalAt(h, bind.HookJournalDir+"/vm-131.json")
+	if err != nil || len(j.Devices) != 8 {
+		t.Fatalf("the VM's journal: %v %+v", err, j)
+	}
+	// A start again after a VM killed without its stop finds its devices on vfio-pci,
+	// and keeps what the first start found each device on.
+	if out := mustRun(t, "--root", root, "hook", "131", "pre-start"); !strings.Contains(out, "0000:01:00.0 already on vfio-pci") {
+		t.Errorf("a second start:\n%s", out)
+	}
+	if j2, err := bind.ReadJournalAt(h, bind.HookJournalDir+"/vm-131.json"); err != nil || j2.Devices[0].Driver != "nvidia" {
+		t.Errorf("after a second start: %v %+v", err, j2)
+	}
+}
+
+// A systemctl that never returns ends at the hook's deadline: the start is refused, and
+// the daemon is started again. The commands are root's, found by absolute path, never
+// through $PATH.
+func TestHookDeadlineStopsAStuckCommand(t *testing.T) {
+	root, h := hookRoot(t, "48213")
+	k := newSimKernel(t, h)
+	k.use(t)
+	bin := t.TempDir()
+	log := filepath.Join(t.TempDir(), "calls")
+	script := "#!/bin/sh\necho \"$*\" >> " + log + "\ncase $1 in\n  is-active) exit 0 ;;\n  stop) exec /bin/sleep 600 ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	saved := syscmd.Dirs
+	t.Cleanup(func() { syscmd.Dirs = saved })
+	syscmd.Dirs = []string{bin}
+	t.Setenv("PATH", "/nonexistent")
+	start := time.Now()
+	_, _, err := run(t, "--root", root, "hook", "--deadline", "2s", "131", "pre-start")
+	if err == nil || !strings.Contains(err.Error(), "VM 131 start refused: stopping nvidia-persistenced") || !strings.Contains(err.Error(), "deadline of 2s passed") {
+		t.Errorf("err = %v", err)
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("the hook took %s past a deadline of 2s", took)
+	}
+	if len(k.writes) > 0 {
+		t.Errorf("the kernel was written: %v", k.writes)
+	}
+	b, _ := os.ReadFile(log)
+	if want := "is-active --quiet nvidia-persistenced.service\nstop nvidia-persistenced.service\nstart nvidia-persistenced.service\n"; string(b) != want {
+		t.Errorf("systemctl was called with:\n%s\nwant:\n%s", b, want)
 	}
 }
 

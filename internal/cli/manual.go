@@ -248,10 +248,9 @@ func commandFiles() map[string][]File {
 			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config: a VM's hostpci entries, a container's devN entries."},
 			fileMappings,
 			{vmlayout.ReservationsPath, "Reads qemu-server's reservations: which running VM holds which device."},
-			{bind.JournalPath + ", " + bind.LockPath, "As apply: the journal of the VM start's moves, under apply's lock."},
-			{hookDir + "/vm-ID.json", "Written at a VM's pre-start: what its devices were on, for its post-stop, which gives them back and removes it."},
-			{hookLockPath, "Locked while a hook runs: two guests starting at once take turns."},
-			{"nvidia-persistenced.service", "Stopped while GPUs leave nvidia at a VM's start, and started again after (systemctl)."},
+			{bind.LockPath, "Locked while a phase runs, as apply locks it: two guests starting at once, or a start during an apply, take turns."},
+			{bind.HookJournalDir + "/vm-ID.json", "Written at a VM's pre-start: what its devices were on, for its post-stop, which gives them back and removes it. Never apply's journal."},
+			{"nvidia-persistenced.service", "Asked of systemd (systemctl is-active); stopped while GPUs leave nvidia at a VM's start, and started again after."},
 			fileNodeName,
 		}),
 		"gpusplit pve hook install": {

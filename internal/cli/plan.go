@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpusplit/gpusplit/internal/holders"
+	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
@@ -134,25 +134,12 @@ func heldText(p *plan.Plan) string {
 	var lines []string
 	seen := map[string]bool{}
 	for _, m := range p.Moves {
-		lines = append(lines, releaseLines(m.Holders, seen)...)
+		lines = append(lines, bind.ReleaseLines(m.Holders, seen)...)
 	}
 	if len(lines) == 0 {
 		return ""
 	}
 	return "apply will refuse until these let go of the devices:\n" + strings.Join(lines, "\n") + "\n"
-}
-
-// releaseLines names each holder not yet seen with the way to release it: a process,
-// mount or guest holding several devices is one line.
-func releaseLines(hs []holders.Holder, seen map[string]bool) []string {
-	var lines []string
-	for _, h := range hs {
-		if !seen[h.Key()] {
-			seen[h.Key()] = true
-			lines = append(lines, fmt.Sprintf("  %s: %s", h.Short(), h.Release))
-		}
-	}
-	return lines
 }
 
 // shortName is the marketing name of a GPU, or the device name.

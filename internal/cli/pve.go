@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
@@ -163,6 +164,17 @@ previous version under ` + pve.BackupDir + `.`,
 				if err := needRoot(g, "pve sync --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
 					return err
 				}
+				// The driver lock first (docs/handoff.md, "Locks"): no GPU moves between
+				// the read of the drivers and the write of what follows from them.
+				h, err := g.host()
+				if err != nil {
+					return err
+				}
+				lock, err := bind.TakeLock(h, lockWait)
+				if err != nil {
+					return err
+				}
+				defer lock.Unlock()
 			}
 			pl, err := d.plan(g)
 			if err != nil {

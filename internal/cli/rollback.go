@@ -3,15 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
-	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/lazyre"
-	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
@@ -71,7 +70,7 @@ is not a GPU without a driver.`,
 				fmt.Fprintf(g.stderr, "note: without --dry-run this is refused: %v\n", kerr)
 				k = bind.Sysfs{H: h}
 			}
-			scope := bind.Scope{Movable: movable(inv), Force: force}
+			scope := bind.Scope{Movable: bind.Movable(inv), Force: force}
 			forced, cerr := bind.CheckJournal(h, k, j, scope)
 			for _, p := range forced {
 				fmt.Fprintf(g.stderr, "warning: --force: %s\n", p)
@@ -130,25 +129,56 @@ is not a GPU without a driver.`,
 				fmt.Fprintln(g.stdout, "\ndry run: nothing was changed.")
 				return nil
 			}
-			held := heldDevices(inv, todo)
+			held := bind.HeldDevices(inv, todo)
 			if len(held) > 0 {
-				return explainHeld(&bind.HeldError{Held: held})
+				return bind.ExplainHeld(&bind.HeldError{Held: held})
 			}
 			if err := c.confirm(g, fmt.Sprintf("Restore %s?", plural.S(len(todo), "device"))); err != nil {
 				return err
 			}
 			ctx, stop := signalContext()
 			defer stop()
+			// Locks first, then the journal, the drivers and the holders read again:
+			// another apply or a guest's hook may have run during the question.
+			lock, err := bind.TakeLock(h, lockWait)
+			if err != nil {
+				return report(err)
+			}
+			defer lock.Unlock()
+			now, err := bind.ReadJournal(h)
+			if err != nil {
+				return report(fmt.Errorf("nothing was changed: %w", err))
+			}
+			if !now.Time.Equal(j.Time) {
+				return report(fmt.Errorf("nothing was changed: %s was replaced since it was shown (an apply of %s); run gpusplit rollback again", bind.JournalPath, now.Time.Local().Format("2006-01-02 15:04:05")))
+			}
+			var still []bind.Prior
+			for _, d := range j.Devices {
+				drv, _ := k.Driver(d.Device)
+				ov, _ := k.Override(d.Device)
+				if drv != d.Driver || ov != d.Override {
+					still = append(still, d)
+				}
+			}
+			if !slices.Equal(still, todo) {
+				return report(errors.New("nothing was changed: the devices' drivers changed since they were shown (another run or a guest's hook moved some); run gpusplit rollback again"))
+			}
+			if inv, err = inventory.Build(h, sels); err != nil {
+				return report(err)
+			}
+			if held := bind.HeldDevices(inv, todo); len(held) > 0 {
+				return report(bind.ExplainHeld(&bind.HeldError{Held: held}))
+			}
 			part := *j
 			part.Devices = todo
-			res, err := bind.Rollback(ctx, h, k, &part, scope, nil, c.options(g))
+			res, err := bind.Rollback(ctx, lock, k, &part, scope, nil, c.options(g))
 			if res != nil {
 				for _, a := range res.Restored {
 					doc.Restored = append(doc.Restored, a.String())
 				}
 			}
 			if err != nil {
-				return report(explainFailure(err, res))
+				return report(bind.ExplainFailure(err, res))
 			}
 			if g.json() {
 				return report(nil)
@@ -203,30 +233,6 @@ func rollbackJSON(root string, j *bind.Journal, k bind.Kernel, todo []bind.Prior
 	return doc
 }
 
-// movable are the devices apply moves, as the host shows them now: the GPUs, their
-// companion functions, and the endpoints of the IOMMU groups of both (bridges never move).
-func movable(inv *inventory.Inventory) map[pci.Address]bool {
-	out := map[pci.Address]bool{}
-	addGroup := func(d *pci.Device) {
-		out[d.Address] = true
-		if d.IOMMUGroup < 0 {
-			return
-		}
-		for _, m := range inv.Tree.Group(d.IOMMUGroup) {
-			if !m.IsBridge() {
-				out[m.Address] = true
-			}
-		}
-	}
-	for _, gp := range inv.GPUs {
-		addGroup(gp.Device)
-		for _, f := range gp.Functions {
-			addGroup(f)
-		}
-	}
-	return out
-}
-
 // plainName is what a driver name looks like; anything else is quoted, so that a
 // newline or an escape in a journal or a damaged driver_override shows as what it is.
 var plainName = &lazyre.Regexp{Expr: `^[A-Za-z0-9_.-]+$`}
@@ -247,15 +253,4 @@ func binding(driver, override string) string {
 		s += " (driver_override " + q(override) + ")"
 	}
 	return s
-}
-
-// heldDevices are the devices to move that something uses (package holders).
-func heldDevices(inv *inventory.Inventory, devices []bind.Prior) map[pci.Address][]holders.Holder {
-	held := map[pci.Address][]holders.Holder{}
-	for _, d := range devices {
-		if hs := inv.HoldersOf(d.Device); len(hs) > 0 {
-			held[d.Device] = hs
-		}
-	}
-	return held
 }
