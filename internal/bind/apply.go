@@ -214,7 +214,7 @@ func Apply(ctx context.Context, l *Lock, k Kernel, p *plan.Plan, opts Options) (
 	res.Journal = j
 	for _, to := range targets(p) {
 		if !k.Loaded(to) {
-			if err := k.Load(to); err != nil {
+			if err := k.Load(ctx, to); err != nil {
 				return res, fmt.Errorf("nothing was changed: %w", err)
 			}
 		}

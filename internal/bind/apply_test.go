@@ -191,7 +191,7 @@ func (f *fakeKernel) Loadable(driver string) (string, bool) {
 	return driver, f.modules[driver]
 }
 
-func (f *fakeKernel) Load(driver string) error {
+func (f *fakeKernel) Load(_ context.Context, driver string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writes = append(f.writes, "load "+driver)

@@ -37,7 +37,7 @@ type Kernel interface {
 	// Loadable reports whether the module of a driver can be loaded, and says which.
 	Loadable(driver string) (module string, ok bool)
 	// Load loads the module of a driver.
-	Load(driver string) error
+	Load(ctx context.Context, driver string) error
 	// VFIOReady reports whether /dev/vfio/<group> exists.
 	VFIOReady(group int) bool
 }
@@ -95,12 +95,13 @@ func moduleName(driver string) string { return drivers.ModuleName(driver) }
 func (s Sysfs) Loadable(driver string) (string, bool) { return drivers.Loadable(s.H, driver) }
 
 // Load runs modprobe for the driver's module, root's own (never one found through
-// $PATH), for syscmd.Timeout at most. Only the live host can load modules.
-func (s Sysfs) Load(driver string) error {
+// $PATH), for syscmd.Timeout at most, and not past ctx's deadline (a hook's). Only the
+// live host can load modules.
+func (s Sysfs) Load(ctx context.Context, driver string) error {
 	if s.H.Root() != "/" {
 		return fmt.Errorf("cannot load module %s for a host under --root %s", moduleName(driver), s.H.Root())
 	}
-	return syscmd.Run(context.Background(), 0, "modprobe", moduleName(driver))
+	return syscmd.Run(ctx, 0, "modprobe", moduleName(driver))
 }
 
 // write writes one value to a sysfs attribute in a single write, as sysfs expects: a

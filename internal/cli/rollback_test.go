@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -216,10 +217,10 @@ func (k *simKernel) freeMinor() int {
 	}
 	return n
 }
-func (k *simKernel) Loaded(string) bool               { return true }
-func (k *simKernel) Loadable(d string) (string, bool) { return d, true }
-func (k *simKernel) Load(string) error                { return nil }
-func (k *simKernel) VFIOReady(int) bool               { return true }
+func (k *simKernel) Loaded(string) bool                 { return true }
+func (k *simKernel) Loadable(d string) (string, bool)   { return d, true }
+func (k *simKernel) Load(context.Context, string) error { return nil }
+func (k *simKernel) VFIOReady(int) bool                 { return true }
 
 func (k *simKernel) state(a string) string {
 	k.mu.Lock()
