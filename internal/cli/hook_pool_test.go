@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpusplit/gpusplit/internal/persist"
 )
 
 // poolSplit is the README's pool (docs/split-pool.toml): the four NUMA-1 GPUs rest on
@@ -48,6 +50,11 @@ func poolRoot(t *testing.T) (root string, k *simKernel, start func()) {
 			t.Fatal(err)
 		}
 	}
+	// gpusplit installed where the snippet runs it, a file of root's.
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	putBinary(t, root, persist.DefaultBinary, 0o755)
 	aside := filepath.Join(t.TempDir(), "48213")
 	if err := os.Rename(filepath.Join(root, "proc/48213"), aside); err != nil {
 		t.Fatal(err)
