@@ -8,7 +8,12 @@ import (
 // The hook's phases on a real kernel, the NICs playing the GPUs of two VMs on a node
 // "pve1": a start refused while an interface of its device is up (nothing changed), a
 // start that moves the VM's devices to vfio-pci, a second start that finds them there, a
-// stop that gives them back to e1000e, and two VMs starting at once, which take turns.
+// stop that gives them back to e1000e; a start while an apply holds the driver lock
+// (its modprobe slow), which waits half its deadline and is refused, naming the apply's
+// pid; a start whose modprobe never returns, ended at its deadline with nothing
+// changed; the snippet pve hook install writes for a VM with a hookscript of its own,
+// which runs that script at post-stop even when gpusplit's part fails; and two VMs
+// starting at once, which take turns.
 const hookScript = `
 g="gpusplit --devices ` + E1000E + `"
 addr() { basename $(readlink -f /sys/class/net/$1/device); }
@@ -28,6 +33,36 @@ emit started $g inventory -o json
 emit again sh -c "$g hook 131 pre-start 2>&1"
 emit stop sh -c "$g hook 131 post-stop 2>&1"
 emit stopped $g inventory -o json
+rmmod vfio_pci
+mkdir -p /lib/modules/$(uname -r) /usr/sbin
+echo "kernel/drivers/vfio/pci/vfio-pci.ko:" > /lib/modules/$(uname -r)/modules.dep
+printf '#!/bin/sh\nsleep 8\nexec insmod /lib/modules/vfio-pci.ko\n' > /usr/sbin/modprobe
+chmod 755 /usr/sbin/modprobe
+( $g apply --vfio $(addr eth3) --yes > /tmp/apply 2>&1; echo "status $?" >> /tmp/apply ) &
+sleep 2
+emit locked sh -c "$g hook --deadline 4s 131 pre-start 2>&1; echo status \$?"
+wait
+emit applied cat /tmp/apply
+emit rolledback sh -c "$g rollback --yes 2>&1"
+rmmod vfio_pci
+printf '#!/bin/sh\nexec sleep 600\n' > /usr/sbin/modprobe
+emit stuck sh -c "$g hook --deadline 3s 131 pre-start 2>&1; echo status \$?"
+emit unstuck $g inventory -o json
+rm /usr/sbin/modprobe
+insmod /lib/modules/vfio-pci.ko
+mkdir -p /var/lib/vz/snippets /var/lock/qemu-server
+printf 'dir: local\n\tpath /var/lib/vz\n\tcontent snippets\n' > /etc/pve/storage.cfg
+printf '#!/bin/sh\necho "own $*" >> /tmp/own.log\nexit 3\n' > /var/lib/vz/snippets/own.sh
+chmod 755 /var/lib/vz/snippets/own.sh
+cp /etc/pve/qemu-server/131.conf /tmp/131.conf
+echo 'hookscript: local:snippets/own.sh' >> /etc/pve/qemu-server/131.conf
+emit install sh -c "gpusplit pve hook install --vm 131 --apply --binary /bin/gpusplit 2>&1"
+mkdir -p /run/gpusplit/hooks
+echo damaged > /run/gpusplit/hooks/vm-131.json
+emit chained sh -c "/var/lib/vz/snippets/gpusplit-hook-131 131 post-stop 2>&1; echo status \$?; cat /tmp/own.log"
+rm /run/gpusplit/hooks/vm-131.json
+emit chainedok sh -c "/var/lib/vz/snippets/gpusplit-hook-131 131 post-stop 2>&1; echo status \$?"
+cp /tmp/131.conf /etc/pve/qemu-server/131.conf
 ( $g hook 131 pre-start > /tmp/s131 2>&1; echo "status $?" >> /tmp/s131 ) &
 ( $g hook 132 pre-start > /tmp/s132 2>&1; echo "status $?" >> /tmp/s132 ) &
 wait
@@ -77,6 +112,33 @@ func TestHookPhases(t *testing.T) {
 		t.Errorf("the stop:\n%s", stop)
 	}
 	all("stopped", "e1000e")
+
+	locked := string(output(t, res, "locked"))
+	if !strings.Contains(locked, "another gpusplit (pid ") || !strings.Contains(locked, "is changing drivers on this host and has not let go for 2s; nothing was changed") || !strings.HasSuffix(strings.TrimSpace(locked), "status 1") {
+		t.Errorf("a start while an apply holds the lock:\n%s", locked)
+	}
+	if applied := string(output(t, res, "applied")); !strings.Contains(applied, "moved 1 device") || !strings.Contains(applied, "status 0") {
+		t.Errorf("the apply that held the lock:\n%s", applied)
+	}
+	stuck := string(output(t, res, "stuck"))
+	if !strings.Contains(stuck, "VM 131 start refused") || !strings.Contains(stuck, "/usr/sbin/modprobe vfio_pci did not finish within its time") ||
+		!strings.Contains(stuck, "deadline of 3s passed") || !strings.HasSuffix(strings.TrimSpace(stuck), "status 1") {
+		t.Errorf("a start whose modprobe hangs:\n%s", stuck)
+	}
+	all("unstuck", "e1000e")
+
+	// The guest's own script runs at post-stop though gpusplit's part fails, and the
+	// statuses are combined: gpusplit's failure wins, else the script's.
+	if install := string(output(t, res, "install")); !strings.Contains(install, "gpusplit-hook-131") {
+		t.Errorf("pve hook install:\n%s", install)
+	}
+	chained := string(output(t, res, "chained"))
+	if !strings.Contains(chained, "vm-131.json is damaged") || !strings.Contains(chained, "status 1\n") || !strings.Contains(chained, "own 131 post-stop") {
+		t.Errorf("a chained script after a failed post-stop:\n%s", chained)
+	}
+	if ok := string(output(t, res, "chainedok")); !strings.Contains(ok, "nothing to give back") || !strings.HasSuffix(strings.TrimSpace(ok), "status 3") {
+		t.Errorf("a chained script after a post-stop that did its part:\n%s", ok)
+	}
 
 	both := string(output(t, res, "both"))
 	if strings.Count(both, "status 0") != 2 || strings.Count(both, "e1000e → vfio-pci  ok") != 4 {
