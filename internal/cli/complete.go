@@ -99,8 +99,10 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 		"keep":    completeNone,
 		"clique":  completeNone,
 		"storage": completeNone,
-		"p2p":     completeFilesExt("json"),
-		"save":    completeFilesExt("json"),
+		// pve hook install and hook: a duration.
+		"deadline": completeNone,
+		"p2p":      completeFilesExt("json"),
+		"save":     completeFilesExt("json"),
 
 		// doctor.
 		"only":       completeChecks,

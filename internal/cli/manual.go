@@ -256,18 +256,22 @@ func commandFiles() map[string][]File {
 		"gpusplit pve hook install": {
 			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; with --apply writes its hookscript line, under Proxmox's locks, with a backup."},
 			{pve.StoragePath, "Reads which storage of this node holds snippets."},
-			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Written with --apply: the snippet that runs gpusplit hook (and, for a guest that had a hookscript, that one after it); taken back if the config cannot be written."},
+			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Written with --apply, on this node only (snippets are per node unless the storage is shared): the snippet that runs gpusplit hook (and, for a guest that had a hookscript or a --deadline, its own, which names the guest and runs that hookscript after it); taken back if the config cannot be written."},
+			{persist.DefaultBinary, "Checked as the binary the snippet runs (--binary names another): a regular executable file that only root can change, in directories only root can change."},
+			{pve.MembersPath + ", " + pve.HAResourcesPath + ", " + pve.HARulesPath + ", " + pve.ReplicationPath, "Reads the other nodes where the guest may start, which need the snippet too."},
 			filePVELocks, fileBackups, fileNodeName,
 		},
 		"gpusplit pve hook remove": {
 			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; with --apply takes gpusplit's hookscript away, putting back the one it chained."},
 			{pve.StoragePath, "Reads where the snippets are."},
-			{"STORAGE/snippets/" + hookSnippet + "-ID", "Removed with --apply: the guest's own chain snippet."},
+			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Removed with --apply once no guest config on any node, snapshots included, names it (a clone's names its original's); kept otherwise."},
+			{"/etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Reads every node's guest configs: which still name the snippet."},
 			filePVELocks, fileBackups, fileNodeName,
 		},
 		"gpusplit pve hook show": {
 			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's hookscript line."},
-			{pve.StoragePath + ", STORAGE/snippets/*", "Reads whether the hookscript is gpusplit's snippet, and what it chains."},
+			{pve.StoragePath + ", STORAGE/snippets/*", "Reads whether the hookscript is gpusplit's snippet, the guest it was made for, the binary it runs (checked), and what it chains."},
+			{pve.MembersPath + ", " + pve.HAResourcesPath + ", " + pve.HARulesPath + ", " + pve.ReplicationPath, "Reads the other nodes where the guest may start, which need the snippet too."},
 		},
 		"gpusplit pve p2p-clique": concatFiles(scanFiles(), []File{
 			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; with --apply writes its args with the clique."},
