@@ -305,13 +305,13 @@ func holdLock(t *testing.T, lockFile string) (release func()) {
 	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "locked\n" {
 		t.Fatalf("flock did not take %s: %q", lockFile, line)
 	}
-	done := false
+	// A test may release it from a goroutine of its own while the cleanup does too.
+	var once sync.Once
 	release = func() {
-		if !done {
-			done = true
+		once.Do(func() {
 			stdin.Close()
 			cmd.Wait()
-		}
+		})
 	}
 	t.Cleanup(release)
 	return release
