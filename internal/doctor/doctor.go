@@ -93,6 +93,7 @@ var Checks = []Check{
 	{ID: "iommu-param-invalid", Title: "an IOMMU kernel parameter that the kernel rejects", Run: checkIOMMUParams},
 	{ID: "iommu-translated", Title: "the IOMMU translates GPU DMA (not passthrough)", Run: checkIOMMUTranslated},
 	{ID: "gpu-lost", Title: "GPUs that failed while the host ran: fell off the bus, hardware Xids, fatal PCIe errors", Run: checkGPULost},
+	{ID: "gpu-quarantined", Title: "GPUs that came back broken from a VM and are kept from every driver and container", Run: checkQuarantined},
 	{ID: "gpu-init-failed", Title: "GPUs that did not come up: RmInitAdapter, stuck power states, the driver's probe summary", Run: checkGPUInit},
 	{ID: "vfio-reset", Title: "devices a VM could not reset: not ready after a reset, a bus QEMU does not own", Run: checkVFIOReset},
 	{ID: "vfio-bar-reserve", Title: "GPU memory vfio-pci could not reserve (a framebuffer holds it)", Run: checkVFIOBar},

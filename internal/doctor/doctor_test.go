@@ -195,6 +195,7 @@ func TestChecksFire(t *testing.T) {
 		{id: "gpu-lost", sev: Error, log: "[74889.542044] pcieport 0000:80:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)\n" +
 			"[74889.542184] pcieport 0000:80:01.1:    [ 5] Surprise Down Error    (First)\n", want: "GPU 0000:81:00.0 failed while the host ran: it stopped answering on its PCIe link"},
 		{id: "aer-errors", sev: Warning, log: readFixture(t, "gpu-burn-1.log"), want: "0000:00:02.0: 1 fatal, 1 corrected"},
+		{id: "gpu-quarantined", sev: Error, host: func(t *testing.T) *host.Host { return sample(t, quarantined(t)) }, want: "gpusplit hook release 0000:81:00.0"},
 		// No public report found has these, so they are written as the driver and the
 		// kernel print them: Xid 92 and 95 like akash-network-support-244.log's real
 		// Xid 94 line (NVRM: Xid (PCI:dddd:bb:dd): N, pid=…, name=…, text), and a fatal
