@@ -7,7 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/health"
+	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // ExitDrift is status's exit code when the host is not in the desired state.
@@ -24,7 +27,11 @@ drift, listing what is out of place: fit for monitoring and for the boot-time un
 
 A pool's GPUs belong on their resting driver, or on vfio-pci while a running VM holds
 them (qemu-server's reservations); status lists each pool's GPUs with the VM that holds
-each.`,
+each.
+
+A GPU that a VM's stop found broken (config space reading ffff, a link down) is
+quarantined: kept from its driver and its containers until gpusplit hook release.
+Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 		Example: `  gpusplit status
   gpusplit status --vfio numa:1 -o json`,
 		Args: cobra.NoArgs,
@@ -35,32 +42,32 @@ each.`,
 			}
 			inv, p := pl.inv, pl.plan
 			pools := poolStates(pl)
+			// A GPU that came back broken from a VM is kept from its driver and its
+			// containers until released: the host is not where it belongs.
+			quarantined, err := health.List(pl.h)
+			var warnings []string
+			if err != nil {
+				quarantined = []health.Record{}
+				warnings = append(warnings, fmt.Sprintf("%v: quarantined GPUs cannot be seen (the directory is root's)", err))
+				g.warn(warnings)
+			}
+			inSync := p.Empty() && len(quarantined) == 0
 			if g.json() {
 				doc := planJSON(inv.Root, p)
+				doc.Warnings = append(doc.Warnings, warnings...)
 				if err := g.writeJSON(struct {
 					InSync bool `json:"in_sync"`
 					planDoc
-					Pools []poolJSON `json:"pools"`
-				}{p.Empty(), doc, pools}); err != nil {
+					Pools       []poolJSON      `json:"pools"`
+					Quarantined []health.Record `json:"quarantined"`
+				}{inSync, doc, pools, quarantined}); err != nil {
 					return err
 				}
-			} else if p.Empty() {
-				fmt.Fprintf(g.stdout, "%s: in sync, %s.\n", inv.Root, whereTheyBelong(len(p.InPlace), ""))
 			} else {
-				fmt.Fprintf(g.stdout, "%s: DRIFT, %s:\n", inv.Root, whereTheyBelong(len(p.Moves), "not "))
-				for _, m := range p.Moves {
-					role := string(m.Role)
-					if m.Device != m.GPU {
-						role += " of " + m.GPU.String()
-					}
-					fmt.Fprintf(g.stdout, "  %s (%s): on %s, should be on %s\n", m.Device, role, orNone(m.From), toText(m.To))
-				}
-				fmt.Fprintln(g.stdout, "gpusplit apply brings them there.")
-			}
-			if !g.json() {
+				writeStatus(g.stdout, inv.Root, p, quarantined)
 				writePools(g.stdout, pools)
 			}
-			if !p.Empty() {
+			if !inSync {
 				return &ExitError{Code: ExitDrift}
 			}
 			return nil
@@ -68,6 +75,62 @@ each.`,
 	}
 	d.register(cmd)
 	return cmd
+}
+
+// writeStatus writes the table: in sync, or each device out of place, and the
+// quarantined GPUs with what found them broken.
+func writeStatus(w io.Writer, root string, p *plan.Plan, quarantined []health.Record) {
+	held := map[pci.Address]bool{}
+	for _, r := range quarantined {
+		held[r.Device], held[r.GPU] = true, true
+	}
+	switch {
+	case p.Empty() && len(quarantined) == 0:
+		fmt.Fprintf(w, "%s: in sync, %s.\n", root, whereTheyBelong(len(p.InPlace), ""))
+	case p.Empty():
+		fmt.Fprintf(w, "%s: NOT IN SYNC, %s quarantined; otherwise %s.\n", root, plural.N(len(quarantined), "device is", "devices are"), whereTheyBelong(len(p.InPlace), ""))
+	default:
+		fmt.Fprintf(w, "%s: DRIFT, %s:\n", root, whereTheyBelong(len(p.Moves), "not "))
+		var free, kept int
+		for _, m := range p.Moves {
+			role := string(m.Role)
+			if m.Device != m.GPU {
+				role += " of " + m.GPU.String()
+			}
+			note := ""
+			if held[m.Device] || held[m.GPU] {
+				note, kept = ", quarantined", kept+1
+			} else {
+				free++
+			}
+			fmt.Fprintf(w, "  %s (%s): on %s, should be on %s%s\n", m.Device, role, orNone(m.From), toText(m.To), note)
+		}
+		if free > 0 {
+			fmt.Fprintln(w, "gpusplit apply brings them there.")
+		}
+		if kept > 0 {
+			fmt.Fprintln(w, "A quarantined GPU moves once released (below).")
+		}
+	}
+	if len(quarantined) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "quarantined, kept from every driver and container (gpusplit doctor says what to check):\n")
+	for _, r := range quarantined {
+		if r.Damaged != "" {
+			fmt.Fprintf(w, "  %s  its record is damaged: %s\n", r.Device, r.Damaged)
+		} else {
+			gpu := ""
+			if r.GPU != r.Device {
+				gpu = " (of GPU " + r.GPU.String() + ")"
+			}
+			fmt.Fprintf(w, "  %s%s  found broken by the %s of VM %d at %s:\n", r.Device, gpu, r.Phase, r.Guest, r.Time.Format("2006-01-02 15:04:05 MST"))
+			for _, l := range health.Lines(r.Evidence) {
+				fmt.Fprintf(w, "      %s\n", l)
+			}
+		}
+		fmt.Fprintf(w, "    once it works again: gpusplit hook release %s\n", r.Device)
+	}
 }
 
 // poolJSON is a pool of the desired state as status sees it: each GPU with the driver it
