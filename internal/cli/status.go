@@ -48,7 +48,7 @@ Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 			var warnings []string
 			if err != nil {
 				quarantined = []health.Record{}
-				warnings = append(warnings, fmt.Sprintf("%v: quarantined GPUs cannot be seen (the directory is root's)", err))
+				warnings = append(warnings, fmt.Sprintf("quarantined GPUs cannot be seen: %v (the records are root's)", err))
 				g.warn(warnings)
 			}
 			inSync := p.Empty() && len(quarantined) == 0

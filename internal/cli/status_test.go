@@ -113,3 +113,22 @@ func TestStatusDriftOfQuarantined(t *testing.T) {
 		}
 	}
 }
+
+// Records that cannot be listed are a warning, on standard error and in the JSON, not a
+// failure of status.
+func TestStatusQuarantineUnreadable(t *testing.T) {
+	root, _ := hookRoot(t)
+	for p, body := range map[string]string{"etc/gpusplit/split.toml": inSyncSplit, health.Dir[1:]: "a file"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, p), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, stderr, err := run(t, "--root", root, "status", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "warning: quarantined GPUs cannot be seen") || !strings.Contains(out, `"quarantined": []`) || !strings.Contains(out, "quarantined GPUs cannot be seen") {
+		t.Errorf("stderr %q\n%s", stderr, out)
+	}
+}
