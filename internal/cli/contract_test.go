@@ -616,12 +616,17 @@ func gpuFunctionVM(t *testing.T, root string) string {
 	return root
 }
 
-// withSnippets gives the sample host a storage.cfg whose local storage holds snippets.
+// withSnippets gives the sample host a storage.cfg whose local storage holds snippets,
+// and gpusplit installed where the snippet runs it, root's.
 func withSnippets(t *testing.T, root string) string {
 	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the binary the snippet runs must be root's")
+	}
 	cfg := "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup,snippets\n"
 	if err := os.WriteFile(filepath.Join(root, "etc/pve/storage.cfg"), []byte(cfg), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	putBinary(t, root, persist.DefaultBinary, 0o755)
 	return root
 }
