@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/holders"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
@@ -206,7 +207,11 @@ func Apply(ctx context.Context, l *Lock, k Kernel, p *plan.Plan, opts Options) (
 		if err != nil {
 			return res, fmt.Errorf("nothing was changed: %w; the journal must say which card each device is", err)
 		}
-		j.Devices = append(j.Devices, Prior{Device: m.Device, ID: devID, Class: class, Driver: m.From, Override: m.Override, IOMMUGroup: m.IOMMUGroup, GPU: m.GPU, To: m.To})
+		prior := Prior{Device: m.Device, ID: devID, Class: class, Driver: m.From, Override: m.Override, IOMMUGroup: m.IOMMUGroup, GPU: m.GPU, To: m.To}
+		if link, err := health.ReadBaseline(h, m.Device); err == nil && !link.Empty() {
+			prior.Link = &link
+		}
+		j.Devices = append(j.Devices, prior)
 	}
 	if err := WriteJournal(h, opts.Journal, j); err != nil {
 		return res, fmt.Errorf("nothing was changed: %w", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
@@ -40,6 +41,9 @@ type Prior struct {
 	IOMMUGroup int         `json:"iommu_group"`
 	GPU        pci.Address `json:"gpu"`
 	To         string      `json:"to"` // where apply took it
+	// Link is its PCIe link while still on Driver, what a VM's stop checks the device
+	// against before it goes back (package health); nil where it could not be read.
+	Link *health.Baseline `json:"link,omitempty"`
 }
 
 // JournalFormat is the journal's format. Journals without one (0) predate the

@@ -20,8 +20,9 @@ var hookServices = hook.System
 func newHook(g *globals) *cobra.Command {
 	var c changeFlags
 	var deadline time.Duration
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "hook VMID PHASE",
+		Use:   "hook VMID PHASE | hook release ADDRESS",
 		Short: "The Proxmox hookscript entry point: GPUs follow a VM at its start and stop",
 		Long: `Called by Proxmox as a guest's hookscript (hookscript: <storage>:snippets/<file>) with the
 guest's id and the phase: pre-start, post-start, pre-stop or post-stop.
@@ -49,12 +50,26 @@ once take turns, and a start during an apply waits for it; it waits at most half
 deadline. The whole phase ends by its deadline (--deadline, 3 minutes by default): past
 it no device starts moving, what moved is put back, and the hook fails. systemctl and
 nvidia-modprobe are run from /usr/sbin, /usr/bin, /sbin or /bin, never through $PATH, each
-for 30 seconds at most. docs/handoff.md explains the phases and their failure modes.`,
+for 30 seconds at most. docs/handoff.md explains the phases and their failure modes.
+
+At post-stop each GPU is checked before it goes back (its config space answers, its link is
+up at the width it had at the start) and after (its driver took it, /dev/nvidiaN exists):
+one that fails is quarantined, stays on vfio-pci, and no container is given it; status and
+doctor name it with the evidence. gpusplit hook release ADDRESS checks it again and ends the
+quarantine (--force: though it still fails); the VM's post-stop, run again, or apply then
+gives it back (docs/health.md).`,
 		Example: `  gpusplit hook 131 pre-start
   gpusplit hook 131 post-stop
-  gpusplit hook --deadline 5m 131 pre-start`,
+  gpusplit hook --deadline 5m 131 pre-start
+  gpusplit hook release 0000:81:00.0`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "release" {
+				return runHookRelease(g, args[1], force)
+			}
+			if force {
+				return fmt.Errorf("--force is for gpusplit hook release ADDRESS, not for a phase")
+			}
 			vmid, err := strconv.Atoi(args[0])
 			if err != nil || vmid < 100 {
 				return fmt.Errorf("%q is not a Proxmox guest id (100 and up)", args[0])
@@ -99,6 +114,7 @@ for 30 seconds at most. docs/handoff.md explains the phases and their failure mo
 	}
 	c.unbindTimeout = 15 * time.Second
 	c.parallel = 4
+	cmd.Flags().BoolVar(&force, "force", false, "with release: end the quarantine though the GPU still fails its check")
 	cmd.Flags().DurationVar(&deadline, "deadline", hook.DefaultDeadline, "end the phase by then: past it no device starts moving, what moved is put back, and the hook fails (at most 30m)")
 	return cmd
 }

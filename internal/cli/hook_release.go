@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/health"
@@ -39,18 +41,14 @@ func runHookRelease(g *globals, addr string, force bool) error {
 	if err != nil {
 		return err
 	}
-	rec, err := health.Read(h, a)
+	rec, now, err := health.Free(h, a, force)
 	if err != nil {
-		return fmt.Errorf("%w; gpusplit status lists the quarantined devices", err)
-	}
-	ev := health.Lines(health.CheckReturn(h, a, rec.Baseline))
-	if len(ev) > 0 && !force {
-		return fmt.Errorf("%s stays quarantined: it is still broken:\n  %s\nReset it with no VM using it (echo 1 > /sys/bus/pci/devices/%s/reset) or reboot the host, then release it again; gpusplit doctor says what else to check. Forcing the release hands it back broken",
-			a, strings.Join(ev, "\n  "), a)
-	}
-	if err := health.Release(h, a); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w; gpusplit status lists the quarantined devices", err)
+		}
 		return err
 	}
+	ev := health.Lines(now)
 	to := "its driver"
 	if rec.Driver != "" {
 		to = rec.Driver
@@ -59,6 +57,9 @@ func runHookRelease(g *globals, addr string, force bool) error {
 		Device: a.String(), GPU: rec.GPU.String(), Guest: rec.Guest, Damaged: rec.Damaged,
 		Forced: len(ev) > 0, Evidence: append([]string{}, ev...),
 		Next: fmt.Sprintf("gpusplit apply gives %s back to %s and, with sync_proxmox, its containers their devN entries; so does the next start and stop of a VM that uses it", a, to),
+	}
+	if rec.Guest != 0 {
+		doc.Next = fmt.Sprintf("gpusplit hook %d post-stop gives %s back to %s, with the containers' devN entries (VM %d's journal keeps it), once VM %d is stopped; or gpusplit apply", rec.Guest, a, to, rec.Guest, rec.Guest)
 	}
 	if g.json() {
 		return g.writeJSON(doc)

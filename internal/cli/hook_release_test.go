@@ -70,7 +70,7 @@ func TestHookReleaseHealthy(t *testing.T) {
 	}
 	for _, want := range []string{
 		"0000:81:00.0 released from quarantine (the post-stop of VM 131 found it broken at 2026-03-14 09:26:53 UTC); it answers and its link is up now.",
-		"Next: gpusplit apply gives 0000:81:00.0 back to nvidia",
+		"Next: gpusplit hook 131 post-stop gives 0000:81:00.0 back to nvidia",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
@@ -50,7 +51,7 @@ func hookRoot(t *testing.T, drop ...string) (string, *host.Host) {
 
 // fakeServices records what the hook does to systemd units: systemd runs
 // nvidia-persistenced while its process (pid 2211 on the sample host) is there, and
-// stopping it takes that away. deviceNode, when set, makes /dev/nvidiaN.
+// stopping it takes that away. Making a device node makes /dev/nvidiaN in the tree.
 func fakeServices(t *testing.T, root string) *[]string {
 	t.Helper()
 	var calls []string
@@ -69,9 +70,9 @@ func fakeServices(t *testing.T, root string) *[]string {
 			calls = append(calls, "start "+unit)
 			return nil
 		},
+		// nvidia-modprobe -c N: the node appears in the tree.
 		DeviceNode: func(_ context.Context, minor int) error {
-			calls = append(calls, "node "+strconv.Itoa(minor))
-			return nil
+			return os.WriteFile(filepath.Join(root, "dev/nvidia"+strconv.Itoa(minor)), nil, 0o666)
 		},
 	}
 	hookServices = func() hook.Services { return svc }
@@ -343,5 +344,107 @@ func TestHookOnACopyTouchesNothing(t *testing.T) {
 	}
 	if len(*calls) > 0 {
 		t.Errorf("services touched: %v", *calls)
+	}
+}
+
+// breakConfig makes a device's config space read all ones, as a GPU's does after a
+// failed reset, or puts its first bytes back.
+func breakConfig(t *testing.T, root, addr string, broken bool) {
+	t.Helper()
+	p := filepath.Join(root, "sys/bus/pci/devices", addr, "config")
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0xde, 0x10} // NVIDIA, little-endian
+	if broken {
+		b = []byte{0xff, 0xff}
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A GPU that comes back from the VM broken (its config space reads ffff) is
+// quarantined: it and its HDMI function stay on vfio-pci, the others go back, the stop
+// fails naming it, status lists it; release refuses while it is still broken, and once
+// it answers, the VM's stop run again gives it back.
+func TestHookQuarantine(t *testing.T) {
+	root, h := hookRoot(t, "48213")
+	fakeServices(t, root)
+	k := newSimKernel(t, h)
+	k.mirrorTo(t, root)
+	k.use(t)
+	mustRun(t, "--root", root, "hook", "131", "pre-start")
+	j, err := bind.ReadJournalAt(h, bind.HookJournalDir+"/vm-131.json")
+	if err != nil || j.Devices[0].Link == nil || j.Devices[0].Link.Width != 16 {
+		t.Fatalf("the start's journal keeps no link: %v %+v", err, j)
+	}
+	breakConfig(t, root, "0000:11:00.0", true)
+	out, _, err := run(t, "--root", root, "hook", "131", "post-stop")
+	if err == nil || !strings.Contains(err.Error(), "VM 131's stop quarantined 1 GPU(s)") || !strings.Contains(err.Error(), "gpusplit hook release 0000:11:00.0") {
+		t.Fatalf("err = %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "0000:11:00.0 QUARANTINED: config space reads ffff") {
+		t.Errorf("output:\n%s", out)
+	}
+	for a, want := range map[string]string{"0000:11:00.0": "vfio-pci/vfio-pci", "0000:11:00.1": "vfio-pci/vfio-pci", "0000:01:00.0": "nvidia/", "0000:61:00.0": "nvidia/"} {
+		if got := k.state(a); got != want {
+			t.Errorf("after the stop %s is %s, want %s", a, got, want)
+		}
+	}
+	j, err = bind.ReadJournalAt(h, bind.HookJournalDir+"/vm-131.json")
+	if err != nil || len(j.Devices) != 2 || j.Devices[0].Device.String() != "0000:11:00.0" {
+		t.Fatalf("the journal keeps the quarantined devices only: %v %+v", err, j)
+	}
+	status, _, _ := run(t, "--root", root, "-o", "json", "status", "--vfio", "numa:0")
+	if !strings.Contains(status, `"quarantined": [`) || !strings.Contains(status, `"device": "0000:11:00.0"`) {
+		t.Errorf("status does not list it:\n%s", status)
+	}
+	if doctor, _, _ := run(t, "--root", root, "doctor"); !strings.Contains(doctor, "0000:11:00.0") || !strings.Contains(doctor, "quarantine") {
+		t.Errorf("doctor does not name it:\n%s", doctor)
+	}
+	if _, _, err := run(t, "--root", root, "hook", "release", "0000:11:00.0"); err == nil || !strings.Contains(err.Error(), "still broken") {
+		t.Errorf("release of a broken GPU: %v", err)
+	}
+	breakConfig(t, root, "0000:11:00.0", false)
+	if out := mustRun(t, "--root", root, "hook", "release", "0000:11:00.0"); !strings.Contains(out, "Next: gpusplit hook 131 post-stop") {
+		t.Errorf("release:\n%s", out)
+	}
+	mustRun(t, "--root", root, "hook", "131", "post-stop")
+	if got := k.state("0000:11:00.0"); got != "nvidia/" {
+		t.Errorf("after the release and a stop, 0000:11:00.0 is %s", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, bind.HookJournalDir, "vm-131.json")); err == nil {
+		t.Error("the journal is left after everything went back")
+	}
+}
+
+// A GPU the driver takes back without its /dev/nvidiaN (nvidia-modprobe fails) is
+// quarantined after the bind.
+func TestHookQuarantineAfterBind(t *testing.T) {
+	root, h := hookRoot(t, "48213")
+	fakeServices(t, root)
+	k := newSimKernel(t, h)
+	k.mirrorTo(t, root)
+	k.use(t)
+	mustRun(t, "--root", root, "hook", "131", "pre-start")
+	os.Remove(filepath.Join(root, "dev/nvidia1"))
+	setDeviceNode(t, func(minor int) error {
+		if minor == 1 {
+			return fmt.Errorf("nvidia-modprobe: failed")
+		}
+		return os.WriteFile(filepath.Join(root, "dev/nvidia"+strconv.Itoa(minor)), nil, 0o666)
+	})
+	out, _, err := run(t, "--root", root, "hook", "131", "post-stop")
+	if err == nil || !strings.Contains(err.Error(), "VM 131's stop quarantined 1 GPU(s)") || !strings.Contains(err.Error(), "0000:11:00.0: nvidia gave it minor 1, but /dev/nvidia1 does not exist") {
+		t.Fatalf("err = %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "/dev/nvidia1 could not be made") {
+		t.Errorf("output:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, health.Dir, "0000:11:00.0.json")); err != nil {
+		t.Errorf("no quarantine record: %v", err)
 	}
 }

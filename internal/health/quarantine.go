@@ -183,9 +183,36 @@ func read(h *host.Host, a pci.Address) (Record, error) {
 	return r, nil
 }
 
+// StillBrokenError refuses a release: the device fails its check again.
+type StillBrokenError struct {
+	Device   pci.Address
+	Evidence []Evidence
+}
+
+func (e *StillBrokenError) Error() string {
+	return fmt.Sprintf("%s stays quarantined: it is still broken:\n  %s\nReset it with no VM using it (echo 1 > /sys/bus/pci/devices/%s/reset) or reboot the host, then release it again; gpusplit doctor says what else to check. Forcing the release hands it back broken",
+		e.Device, strings.Join(Lines(e.Evidence), "\n  "), e.Device)
+}
+
+// Free ends the quarantine of device a: it checks the device again as a VM's stop does,
+// against the link its record kept, and refuses (*StillBrokenError) while it still fails,
+// unless force; then it removes the record. It returns the record and what the check
+// found now. It moves no device.
+func Free(h *host.Host, a pci.Address, force bool) (Record, []Evidence, error) {
+	rec, err := Read(h, a)
+	if err != nil {
+		return rec, nil, err
+	}
+	ev := CheckReturn(h, a, rec.Baseline)
+	if len(ev) > 0 && !force {
+		return rec, ev, &StillBrokenError{Device: a, Evidence: ev}
+	}
+	return rec, ev, Release(h, a)
+}
+
 // Release removes the record of device a; an error wrapping fs.ErrNotExist when there
-// is none. It does not check the device: the caller runs CheckReturn first. The record's
-// name is removed, never what a link there points to.
+// is none. It does not check the device: Free does. The record's name is removed, never
+// what a link there points to.
 func Release(h *host.Host, a pci.Address) error {
 	dir, err := h.OSPath(Dir)
 	if err != nil {

@@ -177,12 +177,20 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 			todo = append(todo, d)
 		}
 	}
+	// Each GPU about to go back is checked first: one that came back broken stays on
+	// vfio-pci, quarantined, with its functions and group.
+	todo, q, err := r.checkReturns(j, todo, toPool)
+	if err != nil {
+		return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", r.vmid, err)
+	}
 	if len(todo) == 0 && toPool.Empty() {
-		r.say("every device of its start is back on its driver")
-		if err := r.followMinors(ctx, ss, j); err != nil {
+		if len(q.gpus) == 0 {
+			r.say("every device of its start is back on its driver")
+		}
+		if err := r.followMinors(ctx, ss, j, q, nil); err != nil {
 			return err
 		}
-		return r.removeJournal()
+		return r.finish(j, q)
 	}
 	// Every check before the first write: the journal still true of the host, nothing
 	// holding a device, the pool's moves allowed.
@@ -230,10 +238,37 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 			r.startPersistenced(ctx)
 		}
 	}
-	if err := r.followMinors(ctx, ss, j); err != nil {
+	given := map[pci.Address]string{} // the GPUs given back, and to which driver
+	for _, d := range todo {
+		if d.GPU == d.Device {
+			given[d.Device] = d.Driver
+		}
+	}
+	for _, m := range toPool.Moves {
+		if m.Role == plan.RoleGPU && m.To != plan.Default {
+			given[m.Device] = m.To
+		}
+	}
+	if err := r.followMinors(ctx, ss, j, q, given); err != nil {
 		return err
 	}
-	return r.removeJournal()
+	return r.finish(j, q)
+}
+
+// finish ends a stop: the VM's journal goes, but for the devices it kept back with a
+// quarantined GPU, which stay in it, so that its stop, run again once the GPU is
+// released, gives them back.
+func (r *run) finish(j *bind.Journal, q *quarantine) error {
+	kept := *j
+	kept.Devices = slices.DeleteFunc(slices.Clone(j.Devices), func(d bind.Prior) bool { return !q.keeps(d.Device, d.GPU, d.IOMMUGroup) })
+	if len(kept.Devices) == 0 {
+		if err := r.removeJournal(); err != nil {
+			return err
+		}
+	} else if err := bind.WriteJournal(r.c.H, r.journalPath(), &kept); err != nil {
+		return err
+	}
+	return q.err(r.vmid)
 }
 
 // splitState is split.toml planned on the host as it is, for a hook: nil where the host
@@ -276,6 +311,16 @@ func (r *run) split(reserved map[pci.Address]int) (*splitState, error) {
 	return ss, nil
 }
 
+// holding is the running VM that holds a device, as split plans it; false for none or
+// without split.toml.
+func (ss *splitState) holding(a pci.Address) (int, bool) {
+	if ss == nil {
+		return 0, false
+	}
+	vm, ok := ss.desired.Holding[a]
+	return vm, ok
+}
+
 // poolMove is where a pool's device belongs; false for a device of no pool.
 func (ss *splitState) poolMove(a pci.Address) (plan.Move, bool) {
 	if ss == nil {
@@ -290,10 +335,11 @@ func (ss *splitState) poolMove(a pci.Address) (plan.Move, bool) {
 // pools have devN entries that follow the minors the driver gave, which need not be the
 // ones the GPUs had (the driver gives each GPU it binds the lowest free minor), written
 // as pve sync writes them.
-func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal) error {
-	if ss == nil {
-		return nil
-	}
+//
+// Before any entry is written, each GPU given back (given) is checked on its driver:
+// one the driver did not take, or whose node is missing, is quarantined, and the
+// containers of its group or pool are left as they are.
+func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal, q *quarantine, given map[pci.Address]string) error {
 	inv, err := r.inventory()
 	if err != nil {
 		return err
@@ -303,15 +349,24 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal)
 		if m, ok := ss.poolMove(d.Device); ok && m.To == plan.VFIO {
 			continue
 		}
-		if _, ok := ss.desired.Holding[d.Device]; !ok {
+		if q.keeps(d.Device, d.GPU, d.IOMMUGroup) {
+			continue
+		}
+		if _, held := ss.holding(d.Device); !held {
 			back[d.Device] = true
 		}
 	}
-	p, err := plan.Make(inv, ss.desired)
-	if err != nil {
+	if err := MakeDeviceNodes(ctx, r.c.H, r.c.Services, inv, back, r.say); err != nil {
+		r.say("%v", err) // the GPU without its node fails its check below
+	}
+	if err := r.checkBinds(q, given); err != nil {
 		return err
 	}
-	if err := MakeDeviceNodes(ctx, r.c.H, r.c.Services, inv, back, r.say); err != nil {
+	if ss == nil {
+		return nil
+	}
+	p, err := plan.Make(inv, ss.desired)
+	if err != nil {
 		return err
 	}
 	containers := map[string][]int{} // by target
@@ -328,6 +383,16 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal)
 			for _, ct := range containers[target[gp.Address]] {
 				cts[ct] = true
 			}
+		}
+	}
+	// A container of a quarantined GPU's group or pool keeps its entries: they would
+	// give it a GPU that is broken, or leave it out while its devN entries name it.
+	for a := range q.gpus {
+		for _, ct := range containers[target[a]] {
+			if cts[ct] {
+				r.say("container %d keeps its devN entries: its GPU %s is quarantined", ct, a)
+			}
+			delete(cts, ct)
 		}
 	}
 	if len(cts) == 0 {
@@ -360,8 +425,9 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal)
 
 // MakeDeviceNodes makes /dev/nvidiaN for each of the GPUs that is on nvidia and lacks
 // it: the driver makes no nodes, and pve-container refuses a devN entry whose node is
-// missing.
+// missing. A node that cannot be made does not stop the others: the error names each.
 func MakeDeviceNodes(ctx context.Context, h *host.Host, svc Services, inv *inventory.Inventory, gpus map[pci.Address]bool, say func(string, ...any)) error {
+	var errs []error
 	for _, gp := range inv.GPUs {
 		if !gpus[gp.Address] || gp.Driver != "nvidia" {
 			continue
@@ -375,11 +441,12 @@ func MakeDeviceNodes(ctx context.Context, h *host.Host, svc Services, inv *inven
 			continue
 		}
 		if err := svc.DeviceNode(ctx, gp.Minor); err != nil {
-			return fmt.Errorf("%s is on nvidia as minor %d, but %s could not be made (%v): run nvidia-modprobe -c %d, or the containers that use it cannot start", gp.Address, gp.Minor, node, err, gp.Minor)
+			errs = append(errs, fmt.Errorf("%s is on nvidia as minor %d, but %s could not be made (%v): run nvidia-modprobe -c %d, or the containers that use it cannot start", gp.Address, gp.Minor, node, err, gp.Minor))
+			continue
 		}
 		say("%s: made %s", gp.Address, node)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ctStart checks that a container's GPUs are on nvidia and that no running VM has them:
