@@ -7,9 +7,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/holders"
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
@@ -85,4 +88,48 @@ func ExplainFailure(err error, res *Result) error {
 		msg += fmt.Sprintf("\nNOT restored: %s: %v", a, res.Unrestored[a])
 	}
 	return errors.New(msg)
+}
+
+// Quarantined refuses a plan that would hand a quarantined device (package health: a
+// GPU a VM's stop found broken, its functions and group) to a driver: it stays on
+// vfio-pci, or with no driver, until gpusplit hook release lets it go. Moves to
+// vfio-pci or to no driver are allowed.
+func Quarantined(h *host.Host, p *plan.Plan) error {
+	recs, err := health.List(h)
+	if err != nil {
+		return fmt.Errorf("nothing was changed: the quarantine cannot be read: %w", err)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	broken := map[pci.Address]health.Record{}
+	for _, r := range recs {
+		broken[r.Device], broken[r.GPU] = r, r
+	}
+	var lines []string
+	for _, m := range p.Moves {
+		r, ok := broken[m.GPU]
+		if !ok {
+			r, ok = broken[m.Device]
+		}
+		if !ok || m.To == plan.VFIO || m.To == plan.None {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s: GPU %s is quarantined (%s); check it, then gpusplit hook release %s", m.Device, r.GPU, quarantineWhy(r), r.GPU))
+	}
+	if len(lines) > 0 {
+		return fmt.Errorf("nothing was changed: the plan would hand quarantined devices to a driver:\n  %s", strings.Join(lines, "\n  "))
+	}
+	return nil
+}
+
+// quarantineWhy says in a few words what found a device broken.
+func quarantineWhy(r health.Record) string {
+	switch {
+	case r.Damaged != "":
+		return "its record is damaged: " + r.Damaged
+	case len(r.Evidence) > 0:
+		return fmt.Sprintf("the %s of VM %d found: %s", r.Phase, r.Guest, r.Evidence[0].Text)
+	}
+	return fmt.Sprintf("the %s of VM %d found it broken", r.Phase, r.Guest)
 }

@@ -144,7 +144,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				}
 				if c.dryRun && !p.Empty() {
 					// Every reason the real run would stop: held devices, and Proxmox.
-					return errors.Join(bind.ExplainHeld(bind.Held(p)), proxmoxPreflight(g, pl))
+					return errors.Join(bind.ExplainHeld(bind.Held(p)), bind.Quarantined(h, p), proxmoxPreflight(g, pl))
 				}
 				return nil
 			}
@@ -153,6 +153,9 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 			}
 			if err := bind.Check(k, p); err != nil {
 				return bind.ExplainHeld(err)
+			}
+			if err := bind.Quarantined(h, p); err != nil {
+				return err
 			}
 			if !g.json() {
 				if err := writePlan(g.stdout, inv.Root, p); err != nil {
@@ -184,6 +187,9 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 			inv, p = pl.inv, pl.plan
 			if err := bind.Check(k, p); err != nil {
 				return bind.ExplainHeld(err)
+			}
+			if err := bind.Quarantined(h, p); err != nil {
+				return err
 			}
 			res, err := bind.Apply(ctx, lock, k, p, c.options(g))
 			if g.json() && (err != nil || !pl.desired.SyncProxmox) {

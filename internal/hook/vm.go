@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
@@ -40,6 +41,17 @@ func (r *run) vmStart(ctx context.Context, lock *bind.Lock) error {
 	if len(gpus) == 0 {
 		r.say("passes no GPU gpusplit knows (%d functions): nothing to prepare", len(m.Devices))
 		return nil
+	}
+	// A GPU a stop found broken stays out of every guest until it is released: a VM
+	// given it would fail in ways far from the cause.
+	recs, err := health.List(h)
+	if err != nil {
+		return fmt.Errorf("VM %d start refused: the quarantine cannot be read: %w", r.vmid, err)
+	}
+	for _, rec := range recs {
+		if slices.Contains(gpus, rec.GPU) || slices.Contains(gpus, rec.Device) {
+			return fmt.Errorf("VM %d start refused: GPU %s is quarantined (%s); check it, then gpusplit hook release %s", r.vmid, rec.GPU, strings.Join(health.Lines(rec.Evidence), "; "), rec.GPU)
+		}
 	}
 	d := plan.Desired{KeepRest: true, Targets: []plan.Target{{Name: fmt.Sprintf("VM %d", r.vmid), Driver: plan.VFIO, Choices: addressChoices(gpus)}}}
 	p, err := plan.Make(inv, d)
