@@ -536,7 +536,7 @@ func TestLock(t *testing.T) {
 	}
 	// A lock file that is not the caller's is refused, and so is a link.
 	os.Chown(filepath.Join(dir, "run/gpusplit/driver.lock"), 65534, 65534)
-	if _, err := TakeLock(h, 0); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+	if _, err := TakeLock(h, 0); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
 		t.Errorf("another user's lock file: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "run/gpusplit/driver.lock"))

@@ -59,6 +59,16 @@ type Journal struct {
 	Time   time.Time `json:"time"`
 	Identity
 	Devices []Prior `json:"devices"`
+	// Path is the file it was read from; "" for apply's, JournalPath.
+	Path string `json:"-"`
+}
+
+// path is the file the journal is of.
+func (j *Journal) path() string {
+	if j.Path == "" {
+		return JournalPath
+	}
+	return j.Path
 }
 
 // Identity says which machine, and which boot of it, a journal is of.
@@ -135,7 +145,7 @@ func WriteJournal(h *host.Host, path string, j *Journal) error {
 	if err != nil {
 		return err
 	}
-	if err := PrivateDir(filepath.Dir(p)); err != nil {
+	if err := atomicfile.PrivateDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	b, err := json.MarshalIndent(j, "", "  ")
@@ -164,7 +174,7 @@ func ReadJournalAt(h *host.Host, path string) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	var j Journal
+	j := Journal{Path: path}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("journal %s is damaged (%v); restore the drivers by hand or with gpusplit apply", path, err)
 	}
@@ -198,14 +208,14 @@ func TakeLock(h *host.Host, wait time.Duration) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := PrivateDir(filepath.Dir(p)); err != nil {
+	if err := atomicfile.PrivateDir(filepath.Dir(p)); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", LockPath, err)
 	}
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", LockPath, err)
 	}
-	if err := ownedPrivate(f, 0o600, false); err != nil {
+	if err := atomicfile.OwnedPrivate(f, 0o600); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", LockPath, err)
 	}
@@ -257,44 +267,4 @@ func (l *Lock) Unlock() {
 	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	l.f.Close()
 	l.f = nil
-}
-
-// PrivateDir makes dir, or checks the one there, as a directory only the caller (root)
-// can enter: 0700, the caller's, not a link. One of the caller's with a looser mode (an
-// earlier gpusplit made its directories 0755) is tightened.
-func PrivateDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return fmt.Errorf("%s must be a directory only root can enter: %w", dir, err)
-	}
-	defer f.Close()
-	return ownedPrivate(f, 0o700, true)
-}
-
-// ownedPrivate checks that f is the caller's, of the kind wanted, and has no more than
-// perm; a looser mode is tightened.
-func ownedPrivate(f *os.File, perm fs.FileMode, dir bool) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case dir != fi.IsDir() || (!dir && !fi.Mode().IsRegular()):
-		return fmt.Errorf("%s is a %s, not a %s: remove it", f.Name(), fi.Mode().Type(), map[bool]string{true: "directory", false: "regular file"}[dir])
-	case !ok || st.Uid != uint32(os.Geteuid()):
-		return fmt.Errorf("%s is owned by uid %d, not by uid %d: another user could hold it; remove it (only root may make it)", f.Name(), st.Uid, os.Geteuid())
-	}
-	if fi.Mode().Perm() != perm {
-		if err := f.Chmod(perm); err != nil {
-			return fmt.Errorf("%s is %s and could not be made %s: %w", f.Name(), fi.Mode().Perm(), perm, err)
-		}
-	}
-	return nil
 }

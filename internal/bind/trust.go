@@ -45,13 +45,14 @@ func (p Problem) String() string {
 // UntrustedError refuses a rollback whose journal does not describe this host as it is
 // now.
 type UntrustedError struct {
+	Path     string // the journal's file
 	Problems []Problem
 	Force    bool // whether --force was given
 }
 
 func (e *UntrustedError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "nothing was changed: the journal %s does not fit this host:", JournalPath)
+	fmt.Fprintf(&b, "nothing was changed: the journal %s does not fit this host:", e.Path)
 	forcible, final := false, false
 	for _, p := range e.Problems {
 		b.WriteString("\n  " + p.String())
@@ -163,7 +164,7 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 		}
 	}
 	if len(refuse) > 0 {
-		return forced, &UntrustedError{Problems: refuse, Force: s.Force}
+		return forced, &UntrustedError{Path: j.path(), Problems: refuse, Force: s.Force}
 	}
 	return forced, nil
 }

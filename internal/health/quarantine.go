@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
@@ -49,9 +48,6 @@ type Record struct {
 	Damaged string `json:"damaged,omitempty"`
 }
 
-// euid is the user the records' directory must belong to; tests change it.
-var euid = os.Geteuid
-
 // Quarantine writes the record of r.Device, replacing any earlier one, atomically: a
 // reader sees the old record or the new one. The directory is made 0700 and the file
 // 0600, since the evidence can name guests and devices.
@@ -77,35 +73,15 @@ func Quarantine(h *host.Host, r Record) error {
 	return nil
 }
 
-// recordDir returns Dir on this machine, made if missing. A directory of this user with
-// looser permissions is made 0700; one of another user, or something else in its place
-// (a link, a file), is refused: another user could read or plant records there.
+// recordDir returns Dir on this machine, made if missing, a directory only root can
+// enter (atomicfile.PrivateDir): another user could read or plant records there.
 func recordDir(h *host.Host) (string, error) {
-	parent, err := h.OSPath(filepath.Dir(Dir))
+	dir, err := h.OSPath(Dir)
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := atomicfile.PrivateDir(dir); err != nil {
 		return "", err
-	}
-	dir := filepath.Join(parent, filepath.Base(Dir))
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory (%s): remove it, gpusplit keeps its quarantine records there", Dir, fi.Mode().Type())
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid() {
-		return "", fmt.Errorf("%s belongs to uid %d, not to uid %d who runs gpusplit: someone else made it; see what it holds, remove it and run again", Dir, st.Uid, euid())
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", fmt.Errorf("%s is mode %04o, and making it 0700 failed: %w", Dir, fi.Mode().Perm(), err)
-		}
 	}
 	return dir, nil
 }

@@ -207,8 +207,10 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 	// Every check before the first write: the journal still true of the host, nothing
 	// holding a device, the pool's moves allowed.
 	scope := bind.Scope{Movable: bind.Movable(inv)}
+	part := *j
+	part.Devices = todo
 	if len(todo) > 0 {
-		if _, err := bind.CheckJournal(h, k, j, scope); err != nil {
+		if _, err := bind.CheckJournal(h, k, &part, scope); err != nil {
 			return fmt.Errorf("the devices of VM %d stay on vfio-pci: %w", r.vmid, err)
 		}
 		if held := bind.HeldDevices(inv, todo); len(held) > 0 {
@@ -220,8 +222,6 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 	}
 	opts := r.options()
 	if len(todo) > 0 {
-		part := *j
-		part.Devices = todo
 		res, err := bind.Rollback(ctx, lock, k, &part, scope, nil, opts)
 		if err != nil {
 			return fmt.Errorf("giving VM %d's devices back: %w", r.vmid, bind.ExplainFailure(err, res))

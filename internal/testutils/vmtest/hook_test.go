@@ -12,11 +12,14 @@ import (
 // (its modprobe slow), which waits half its deadline and is refused, naming the apply's
 // pid; a start whose modprobe never returns, ended at its deadline with nothing
 // changed; the snippet pve hook install writes for a VM with a hookscript of its own,
-// which runs that script at post-stop even when gpusplit's part fails; and two VMs
-// starting at once, which take turns.
+// which runs that script at post-stop even when gpusplit's part fails; two VMs
+// starting at once, which take turns; and a device the kernel lost while its VM ran
+// (removed through sysfs, as a surprise link down removes one), which the VM's stop
+// quarantines while it gives the other back, doctor names, and release refuses.
 const hookScript = `
 g="gpusplit --devices ` + E1000E + `"
 addr() { basename $(readlink -f /sys/class/net/$1/device); }
+lost=$(addr eth3)
 mkdir -p /etc/pve/nodes/pve1/qemu-server /etc/pve/nodes/pve1/lxc
 echo pve1 > /etc/hostname
 ln -s nodes/pve1/qemu-server /etc/pve/qemu-server
@@ -68,6 +71,13 @@ cp /tmp/131.conf /etc/pve/qemu-server/131.conf
 wait
 emit both sh -c 'cat /tmp/s131 /tmp/s132'
 emit together $g inventory -o json
+echo 1 > /sys/bus/pci/devices/$lost/remove
+emit quarantined sh -c "$g hook 132 post-stop 2>&1; echo status \$?"
+emit afterq $g inventory -o json
+emit qdoctor sh -c "$g doctor 2>&1; echo status \$?"
+emit qrelease sh -c "$g hook release $lost 2>&1; echo status \$?"
+echo $lost > /tmp/lost
+emit lost cat /tmp/lost
 `
 
 func TestHookPhases(t *testing.T) {
@@ -145,4 +155,31 @@ func TestHookPhases(t *testing.T) {
 		t.Errorf("two starts at once:\n%s", both)
 	}
 	all("together", "vfio-pci")
+
+	lost := strings.TrimSpace(string(output(t, res, "lost")))
+	q := string(output(t, res, "quarantined"))
+	if !strings.Contains(q, lost+" QUARANTINED: "+lost+" is gone") || !strings.Contains(q, "VM 132's stop quarantined 1 GPU(s)") || !strings.HasSuffix(strings.TrimSpace(q), "status 1") {
+		t.Errorf("the stop of a VM whose device was lost:\n%s", q)
+	}
+	afterq := driversOf(t, res, "afterq")
+	if _, ok := afterq[lost]; ok {
+		t.Errorf("the lost device %s is still in the inventory", lost)
+	}
+	back := 0
+	for a, d := range afterq {
+		if d == "e1000e" {
+			back++
+		} else if d != "vfio-pci" {
+			t.Errorf("after the stop %s is on %s", a, d)
+		}
+	}
+	if back != 1 {
+		t.Errorf("the stop gave back %d devices, want VM 132's other one: %v", back, afterq)
+	}
+	if d := string(output(t, res, "qdoctor")); !strings.Contains(d, lost) || !strings.Contains(d, "quarantined") {
+		t.Errorf("doctor:\n%s", d)
+	}
+	if r := string(output(t, res, "qrelease")); !strings.Contains(r, "still broken") || !strings.HasSuffix(strings.TrimSpace(r), "status 1") {
+		t.Errorf("release of a device still gone:\n%s", r)
+	}
 }
