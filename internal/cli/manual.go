@@ -11,6 +11,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/bootcfg"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
@@ -251,6 +252,7 @@ func commandFiles() map[string][]File {
 			{bind.LockPath, "Locked while a phase runs, as apply locks it: two guests starting at once, or a start during an apply, take turns."},
 			{bind.HookJournalDir + "/vm-ID.json", "Written at a VM's pre-start: what its devices were on, for its post-stop, which gives them back and removes it. Never apply's journal."},
 			{"nvidia-persistenced.service", "Asked of systemd (systemctl is-active); stopped while GPUs leave nvidia at a VM's start, and started again after."},
+			{health.Dir + "/ADDRESS.json", "Written at a VM's post-stop for each GPU that came back broken (quarantined); removed by gpusplit hook release ADDRESS."},
 			fileNodeName,
 		}),
 		"gpusplit pve hook install": {
