@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
@@ -345,6 +346,12 @@ func (c *capture) etc() {
 		}
 	})
 	c.file("/run/qemu-server/pci-id-reservations")
+	// The GPUs a VM's stop quarantined, with the evidence: status and doctor name them.
+	c.each(health.Dir, func(p string) {
+		if strings.HasSuffix(p, ".json") {
+			c.file(p)
+		}
+	})
 	// What pve cluster and pve hook read of the cluster, reduced to that.
 	c.reduced(pve.MembersPath, reduceMembers)
 	c.reduced(pve.StoragePath, reduceStorage)

@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
@@ -407,5 +409,35 @@ func TestSnapshotKeepsTheCluster(t *testing.T) {
 	b, r := reduceStorage(pve.StoragePath, []byte(storage))
 	if want := "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup,snippets\n\npbs: backup\n\tcontent backup\n"; string(b) != want || r.LeftOut["username"] != 1 || r.LeftOut["fingerprint"] != 1 {
 		t.Errorf("storage.cfg reduced to\n%q\nwant\n%q (%+v)", b, want, r)
+	}
+}
+
+// The GPUs a VM's stop quarantined travel with a snapshot, so that doctor and status
+// read from it name them.
+func TestCaptureKeepsTheQuarantine(t *testing.T) {
+	root := t.TempDir()
+	if err := samplehost.Unpack(root); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := pci.ParseAddress("0000:81:00.0")
+	rec := health.Record{Device: a, GPU: a, Guest: 131, Phase: "post-stop", Driver: "nvidia", Evidence: []health.Evidence{{Check: health.ConfigSpace, Text: "0000:81:00.0: config space reads ffff"}}}
+	if err := health.Quarantine(h, rec); err != nil {
+		t.Fatal(err)
+	}
+	archive, _ := snap(t, h)
+	if _, ok := members(t, archive)["run/gpusplit/quarantine/0000:81:00.0.json"]; !ok {
+		t.Fatal("the snapshot lacks the quarantine record")
+	}
+	back, err := host.OpenArchive("snap", bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := health.List(back)
+	if err != nil || len(recs) != 1 || recs[0].Device != a || recs[0].Guest != 131 {
+		t.Errorf("read back from the snapshot: %v %+v", err, recs)
 	}
 }
