@@ -133,3 +133,22 @@ func quarantineWhy(r health.Record) string {
 	}
 	return fmt.Sprintf("the %s of VM %d found it broken", r.Phase, r.Guest)
 }
+
+// Back reports whether a device is on the driver and driver_override it had before the
+// run that journaled it.
+func (p Prior) Back(k Kernel) bool {
+	drv, _ := k.Driver(p.Device)
+	ov, _ := k.Override(p.Device)
+	return drv == p.Driver && ov == p.Override
+}
+
+// NotBack are the devices of a journal not yet back where they were.
+func NotBack(k Kernel, devices []Prior) []Prior {
+	var out []Prior
+	for _, d := range devices {
+		if !d.Back(k) {
+			out = append(out, d)
+		}
+	}
+	return out
+}

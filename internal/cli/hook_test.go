@@ -202,6 +202,18 @@ func TestHookVMStopLeavesAnotherVMsDevice(t *testing.T) {
 	}
 }
 
+// mirroredHost is the sample host with its GPUs free (python3 of container 129 gone),
+// the services stood in for, and a kernel that shows each binding in the tree.
+func mirroredHost(t *testing.T) (string, *host.Host, *simKernel) {
+	t.Helper()
+	root, h := hookRoot(t, "48213")
+	fakeServices(t, root)
+	k := newSimKernel(t, h)
+	k.mirrorTo(t, root)
+	k.use(t)
+	return root, h, k
+}
+
 // A start during another run (an apply, another guest's hook) waits for its lock, and
 // goes ahead once it is let go.
 func TestHookWaitsForAnother(t *testing.T) {
@@ -253,11 +265,7 @@ func TestHookLockWaitIsBounded(t *testing.T) {
 
 // A VM's start keeps its own journal: apply's, which rollback reads, is left as it was.
 func TestHookKeepsApplysJournal(t *testing.T) {
-	root, h := hookRoot(t, "48213")
-	fakeServices(t, root)
-	k := newSimKernel(t, h)
-	k.mirrorTo(t, root)
-	k.use(t)
+	root, h, _ := mirroredHost(t)
 	applys := filepath.Join(root, bind.JournalPath)
 	os.MkdirAll(filepath.Dir(applys), 0o700)
 	const before = `{"format": 2, "devices": []}` + "\n"
@@ -372,11 +380,7 @@ func breakConfig(t *testing.T, root, addr string, broken bool) {
 // fails naming it, status lists it; release refuses while it is still broken, and once
 // it answers, the VM's stop run again gives it back.
 func TestHookQuarantine(t *testing.T) {
-	root, h := hookRoot(t, "48213")
-	fakeServices(t, root)
-	k := newSimKernel(t, h)
-	k.mirrorTo(t, root)
-	k.use(t)
+	root, h, k := mirroredHost(t)
 	mustRun(t, "--root", root, "hook", "131", "pre-start")
 	j, err := bind.ReadJournalAt(h, bind.HookJournalDir+"/vm-131.json")
 	if err != nil || j.Devices[0].Link == nil || j.Devices[0].Link.Width != 16 {
@@ -432,11 +436,7 @@ func TestHookQuarantine(t *testing.T) {
 // A GPU the driver takes back without its /dev/nvidiaN (nvidia-modprobe fails) is
 // quarantined after the bind.
 func TestHookQuarantineAfterBind(t *testing.T) {
-	root, h := hookRoot(t, "48213")
-	fakeServices(t, root)
-	k := newSimKernel(t, h)
-	k.mirrorTo(t, root)
-	k.use(t)
+	root, _, _ := mirroredHost(t)
 	mustRun(t, "--root", root, "hook", "131", "pre-start")
 	os.Remove(filepath.Join(root, "dev/nvidia1"))
 	setDeviceNode(t, func(minor int) error {

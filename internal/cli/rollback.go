@@ -78,14 +78,7 @@ is not a GPU without a driver.`,
 			if cerr != nil && !c.dryRun {
 				return cerr
 			}
-			var todo []bind.Prior
-			for _, d := range j.Devices {
-				drv, _ := k.Driver(d.Device)
-				ov, _ := k.Override(d.Device)
-				if drv != d.Driver || ov != d.Override {
-					todo = append(todo, d)
-				}
-			}
+			todo := bind.NotBack(k, j.Devices)
 			when := j.Time.Local().Format("2006-01-02 15:04")
 			doc := rollbackJSON(h.Root(), j, k, todo, forced, c.dryRun)
 			// report ends a run that reached a result: with -o json it prints the
@@ -152,15 +145,7 @@ is not a GPU without a driver.`,
 			if !now.Time.Equal(j.Time) {
 				return report(fmt.Errorf("nothing was changed: %s was replaced since it was shown (an apply of %s); run gpusplit rollback again", bind.JournalPath, now.Time.Local().Format("2006-01-02 15:04:05")))
 			}
-			var still []bind.Prior
-			for _, d := range j.Devices {
-				drv, _ := k.Driver(d.Device)
-				ov, _ := k.Override(d.Device)
-				if drv != d.Driver || ov != d.Override {
-					still = append(still, d)
-				}
-			}
-			if !slices.Equal(still, todo) {
+			if !slices.Equal(bind.NotBack(k, j.Devices), todo) {
 				return report(errors.New("nothing was changed: the devices' drivers changed since they were shown (another run or a guest's hook moved some); run gpusplit rollback again"))
 			}
 			if inv, err = inventory.Build(h, sels); err != nil {

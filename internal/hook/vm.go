@@ -183,9 +183,7 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 			}
 			continue
 		}
-		drv, _ := k.Driver(d.Device)
-		ov, _ := k.Override(d.Device)
-		if drv != d.Driver || ov != d.Override {
+		if !d.Back(k) {
 			todo = append(todo, d)
 		}
 	}
