@@ -139,7 +139,7 @@ func TestSnapshotRedactsAndServes(t *testing.T) {
 	}{
 		{[]string{"inventory"}, 0, false, "nvidia-persistenced[2211]; python3[48213] in CT 129"},
 		{[]string{"topo"}, 0, false, "GPU7\tSYS"},
-		{[]string{"doctor"}, 1, false, "32 checks, 0 errors, 2 warnings"},
+		{[]string{"doctor"}, 1, false, "33 checks, 0 errors, 2 warnings"},
 		{[]string{"doctor", "-o", "json"}, 1, false, `"id": "split-drift"`},
 		{[]string{"nccl-topo"}, 0, false, "<system"},
 		// plan and status read the desired split from the snapshot's split.toml.
