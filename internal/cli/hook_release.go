@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
@@ -41,6 +42,12 @@ func runHookRelease(g *globals, addr string, force bool) error {
 	if err != nil {
 		return err
 	}
+	// Under the driver lock: a VM's stop may be checking the same GPU.
+	lock, err := bind.TakeLock(h, lockWait)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	rec, now, err := health.Free(h, a, force)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
