@@ -266,6 +266,20 @@ func undoMove(ctx context.Context, g *globals, lock *bind.Lock, k bind.Kernel, i
 // run or a guest's hook (seconds, as a rule), before it gives up.
 const lockWait = 30 * time.Second
 
+// lockedHost opens the host and takes its driver lock, for a command that holds it from
+// its first read of the host to its end (docs/handoff.md, "Locks").
+func (g *globals) lockedHost() (*host.Host, *bind.Lock, error) {
+	h, err := g.host()
+	if err != nil {
+		return nil, nil, err
+	}
+	lock, err := bind.TakeLock(h, lockWait)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, lock, nil
+}
+
 // openKernel is the kernel apply and rollback change: the running one behind h, or an
 // error saying why h is not one (a snapshot, a directory copy). Tests of this package
 // replace it with a fake kernel over a fixture tree; nothing on the command line can

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -18,7 +19,6 @@ import (
 var hookServices = hook.System
 
 func newHook(g *globals) *cobra.Command {
-	var c changeFlags
 	var deadline time.Duration
 	var force bool
 	cmd := &cobra.Command{
@@ -96,7 +96,8 @@ gives it back (docs/health.md).`,
 					var d desiredFlags
 					return d.load(g, h)
 				},
-				Options:  c.options(g),
+				// The hook has no flags for these: apply's defaults.
+				Options:  bind.Options{UnbindTimeout: 15 * time.Second, Parallel: 4},
 				Deadline: deadline,
 				Services: hookServices(),
 			}
@@ -112,8 +113,6 @@ gives it back (docs/health.md).`,
 			return err
 		},
 	}
-	c.unbindTimeout = 15 * time.Second
-	c.parallel = 4
 	cmd.Flags().BoolVar(&force, "force", false, "with release: end the quarantine though the GPU still fails its check")
 	cmd.Flags().DurationVar(&deadline, "deadline", hook.DefaultDeadline, "end the phase by then: past it no device starts moving, what moved is put back, and the hook fails (at most 30m)")
 	return cmd

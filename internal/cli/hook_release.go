@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
@@ -38,12 +37,8 @@ func runHookRelease(g *globals, addr string, force bool) error {
 	if err := needRoot(g, "hook release", "the quarantine records are root's"); err != nil {
 		return err
 	}
-	h, err := g.host()
-	if err != nil {
-		return err
-	}
 	// Under the driver lock: a VM's stop may be checking the same GPU.
-	lock, err := bind.TakeLock(h, lockWait)
+	h, lock, err := g.lockedHost()
 	if err != nil {
 		return err
 	}

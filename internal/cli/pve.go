@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
@@ -166,11 +165,7 @@ previous version under ` + pve.BackupDir + `.`,
 				}
 				// The driver lock first (docs/handoff.md, "Locks"): no GPU moves between
 				// the read of the drivers and the write of what follows from them.
-				h, err := g.host()
-				if err != nil {
-					return err
-				}
-				lock, err := bind.TakeLock(h, lockWait)
+				_, lock, err := g.lockedHost()
 				if err != nil {
 					return err
 				}
