@@ -330,6 +330,9 @@ func TestHookRefusesBadInput(t *testing.T) {
 		{[]string{"--demo", "hook", "99", "pre-start"}, `"99" is not a Proxmox guest id`},
 		{[]string{"--demo", "hook", "131", "start"}, `phase "start"`},
 		{[]string{"--demo", "hook", "555", "pre-start"}, "no guest 555 on this node"},
+		{[]string{"--demo", "hook", "--force", "131", "post-start"}, "--force is for gpusplit hook release"},
+		{[]string{"--demo", "hook", "--deadline", "31m", "131", "post-start"}, "deadline 31m0s"},
+		{[]string{"--demo", "hook", "release", "81:00"}, "invalid PCI address"},
 	} {
 		if _, _, err := run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)
