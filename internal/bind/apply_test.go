@@ -685,8 +685,8 @@ func mustAddr(s string) pci.Address {
 }
 
 // A journal that does not describe this host as it is now is refused with every field
-// named, the journal's value and the host's, and nothing changes; --force overrides all
-// but a bad driver name and unbinding a device that is not a GPU.
+// named, the journal's value and the host's, and nothing changes; --force sets aside the
+// host, the boot and a device that is gone, never a device's ids, its role or a driver.
 func TestRollbackRefusesUntrustedJournal(t *testing.T) {
 	nvme := mustAddr("0000:01:00.0")
 	for _, c := range []struct {
@@ -703,10 +703,10 @@ func TestRollbackRefusesUntrustedJournal(t *testing.T) {
 		}, []string{"boot id: the journal has 0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10, the host 77e0d1c2-0000-4000-8000-000000000001", "rebooted", "gpusplit apply"}, false},
 		{"another card", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			deviceFiles(t, dir, mustAddr("0000:91:00.0"), "0x10de", "0x2684", "0x030000")
-		}, []string{"0000:91:00.0 vendor:device: the journal has 10de:2bb1, the host 10de:2684"}, false},
+		}, []string{"0000:91:00.0 vendor:device: the journal has 10de:2bb1, the host 10de:2684", "--force sets aside only"}, true},
 		{"another class", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			deviceFiles(t, dir, mustAddr("0000:91:00.1"), "0x10de", "0x22e8", "0x0c0330")
-		}, []string{"0000:91:00.1 class: the journal has 0x040300, the host 0x0c0330"}, false},
+		}, []string{"0000:91:00.1 class: the journal has 0x040300, the host 0x0c0330"}, true},
 		{"a device gone", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			delete(f.devs, mustAddr("0000:f1:00.1"))
 		}, []string{"0000:f1:00.1 device: the journal has present, the host absent"}, false},
@@ -719,10 +719,17 @@ func TestRollbackRefusesUntrustedJournal(t *testing.T) {
 		{"a disk controller bound to vfio-pci", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			f.devs[nvme].driver = plan.VFIO
 			j.Devices = append(j.Devices, Prior{Device: nvme, ID: "144d:a80a", Class: "0x010802", Driver: "nvme", IOMMUGroup: 5, GPU: mustAddr("0000:81:00.0")})
-		}, []string{"0000:01:00.0 role: the journal has moved with GPU 0000:81:00.0, the host not a GPU", "--devices"}, false},
+		}, []string{"0000:01:00.0 role: the journal has moved with GPU 0000:81:00.0, the host not a GPU", "--devices"}, true},
+		{"a NIC listed with a GPU's ids", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
+			// The journal of the right host and boot, naming the host's NIC as a
+			// GPU's function, with the GPU's ids: forced, it would go to vfio-pci.
+			f.add("0000:02:00.0", "ixgbe", 6)
+			deviceFiles(t, dir, mustAddr("0000:02:00.0"), "0x8086", "0x10fb", "0x020000")
+			j.Devices = append(j.Devices, Prior{Device: mustAddr("0000:02:00.0"), ID: "10de:22e8", Class: "0x040300", Driver: plan.VFIO, IOMMUGroup: 6, GPU: mustAddr("0000:81:00.0")})
+		}, []string{"0000:02:00.0 vendor:device: the journal has 10de:22e8, the host 8086:10fb", "0000:02:00.0 role:", "--force sets aside only"}, true},
 		{"the boot disk unbound", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			j.Devices = append(j.Devices, Prior{Device: nvme, ID: "144d:a80a", Class: "0x010802", Driver: "", IOMMUGroup: 5, GPU: mustAddr("0000:81:00.0")})
-		}, []string{"0000:01:00.0 role:", "without a driver", "--force does not override"}, true},
+		}, []string{"0000:01:00.0 role:", "without a driver", "--force sets aside only"}, true},
 		{"a driver that climbs", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			j.Devices[0].Driver = "../../x"
 		}, []string{`0000:81:00.0 driver: the journal has "../../x", the host on vfio-pci`, "'/'"}, true},

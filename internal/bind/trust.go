@@ -17,9 +17,13 @@ type Scope struct {
 	// --devices selects them), their companion functions and the other endpoints of
 	// their IOMMU groups.
 	Movable map[pci.Address]bool
-	// Force rolls back a journal of another host or boot, or with devices whose ids
-	// changed or that are not movable. It never accepts a bad driver name, nor leaves a
-	// device that is not movable without a driver.
+	// Force sets aside what says when and where the journal was written: another host
+	// name or machine id, another boot, a journal older than those fields, a device
+	// that is gone. It never sets aside what the journal says of a device it would
+	// touch: a bad driver name, a vendor:device or class that is not the device's now
+	// (or cannot be read), or a device that is not movable. A wrong card at a GPU's
+	// address, or a NIC listed as a GPU's companion, is a journal of something else,
+	// and no flag makes it this host's.
 	Force bool
 }
 
@@ -62,11 +66,11 @@ func (e *UntrustedError) Error() string {
 			forcible = true
 		}
 	}
-	if forcible && !e.Force {
+	if forcible && !final && !e.Force {
 		b.WriteString("\nif you are sure the journal is of this host as it is now, run again with --force")
 	}
 	if final {
-		b.WriteString("\n--force does not override a bad driver name, nor leave a device that is not a GPU without a driver")
+		b.WriteString("\n--force sets aside only the host, the boot and a device that is gone; never a bad driver name, a device whose ids changed, or a device that is not a GPU, a GPU's function or a member of a GPU's IOMMU group")
 	}
 	return b.String()
 }
@@ -130,29 +134,29 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 			id, class, err := deviceIDs(h, d.Device)
 			switch {
 			case err != nil:
-				add(Problem{Device: a, Field: "vendor:device", Journal: d.ID, Host: "unreadable (" + err.Error() + ")",
+				add(Problem{Device: a, Field: "vendor:device", Journal: d.ID, Host: "unreadable (" + err.Error() + ")", Final: true,
 					Why: "without its ids there is no telling whether it is the card the journal recorded"})
 			default:
 				if id != d.ID {
-					add(Problem{Device: a, Field: "vendor:device", Journal: d.ID, Host: id,
-						Why: "another card sits at that address now, and the driver recorded was the other card's"})
+					add(Problem{Device: a, Field: "vendor:device", Journal: d.ID, Host: id, Final: true,
+						Why: "another card sits at that address now, and the driver recorded was the other card's; " +
+							"gpusplit status shows its driver against the desired split, and gpusplit apply reaches it"})
 				}
 				if class != d.Class {
-					add(Problem{Device: a, Field: "class", Journal: d.Class, Host: class,
+					add(Problem{Device: a, Field: "class", Journal: d.Class, Host: class, Final: true,
 						Why: "another kind of device sits at that address now, and the driver recorded was the other device's"})
 				}
 			}
 		}
 		if !s.Movable[d.Device] {
-			p := Problem{Device: a, Field: "role", Journal: "moved with GPU " + d.GPU.String(), Host: "not a GPU, a GPU's function or an endpoint of a GPU's IOMMU group",
-				Why: "apply moves only those, so the entry is damaged or foreign, and rolling it back could take a disk controller or a NIC from the host; " +
-					"if the apply ran with --devices, run rollback with the same --devices"}
+			why := "apply moves only those, so the entry is damaged or foreign, and rolling it back could take a disk controller or a NIC from the host; " +
+				"if the apply ran with --devices, run rollback with the same --devices"
 			if d.Driver == "" && bound {
-				p.Final = true
-				p.Why += "; the journal would leave it without a driver, which a rollback never does to such a device: " +
-					"if that is what you want, unbind it by hand (echo " + a + " > /sys/bus/pci/devices/" + a + "/driver/unbind)"
+				why += "; the journal would also leave it without a driver: if that is what you want, unbind it by hand (echo " + a +
+					" > /sys/bus/pci/devices/" + a + "/driver/unbind)"
 			}
-			add(p)
+			add(Problem{Device: a, Field: "role", Journal: "moved with GPU " + d.GPU.String(), Host: "not a GPU, a GPU's function or an endpoint of a GPU's IOMMU group",
+				Final: true, Why: why})
 		}
 	}
 	var refuse []Problem

@@ -32,9 +32,11 @@ and the host's: a journal of another host (host name or machine id), of an earli
 gpusplit apply are the way), a device whose vendor:device or class changed (another card
 in that slot) or that is gone, a journal older than these fields, and a device that is
 neither a GPU (as --devices selects them, so give the --devices of the apply) nor a
-function or IOMMU group member of one. --force overrides these. Nothing overrides a
-driver name that is not a driver of this host, nor makes rollback leave a device that
-is not a GPU without a driver.`,
+function or IOMMU group member of one. --force sets aside only where and when the
+journal was written (host name, machine id, boot, a journal older than these fields)
+and a device that is gone. Nothing sets aside what the journal says of a device it
+would touch: a driver name that is not a driver of this host, a vendor:device or class
+that is not the device's now, or a device that is not a GPU or of a GPU's group.`,
 		Example: `  sudo gpusplit rollback --dry-run
   sudo gpusplit rollback --yes
   sudo gpusplit --devices 8086:10d3 rollback`,
@@ -173,7 +175,7 @@ is not a GPU without a driver.`,
 		},
 	}
 	c.register(cmd)
-	cmd.Flags().BoolVar(&force, "force", false, "roll back a journal of another host or boot, or with devices that changed or are not GPUs (never a bad driver name, never leaving a non-GPU without a driver)")
+	cmd.Flags().BoolVar(&force, "force", false, "roll back a journal of another host name, machine or boot, or with a device gone (never a bad driver name, a device whose ids changed, or one that is not a GPU or of a GPU's group)")
 	return cmd
 }
 

@@ -346,7 +346,15 @@ func TestRollbackRefusesTamperedJournal(t *testing.T) {
 		}, []string{"boot id: the journal has 0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10, the host 77e0d1c2-0000-4000-8000-000000000001", "gpusplit status"}, false},
 		{"another card", func(t *testing.T, dir string, k *simKernel) {
 			writeFile(t, dir, "sys/devices/pci0000:00/0000:00:03.0/device", "0x2684\n")
-		}, []string{"0000:00:03.0 vendor:device: the journal has 10de:2bb1, the host 10de:2684"}, false},
+		}, []string{"0000:00:03.0 vendor:device: the journal has 10de:2bb1, the host 10de:2684"}, true},
+		{"a disk controller listed as a GPU's function", func(t *testing.T, dir string, k *simKernel) {
+			// Right host, right boot; the entry names the NVMe controller with the GPU's
+			// function's ids. Forced, it would go to vfio-pci.
+			editJournal(t, dir, func(j map[string]any) {
+				j["devices"] = append(devicesOf(j), map[string]any{"device": "0000:00:04.0", "id": "10de:22e8", "class": "0x040300",
+					"driver": "vfio-pci", "driver_override": "vfio-pci", "iommu_group": 11, "gpu": "0000:00:03.0", "to": "nvidia"})
+			})
+		}, []string{"0000:00:04.0 vendor:device: the journal has 10de:22e8, the host 144d:a80a", "0000:00:04.0 role:", "--force sets aside only"}, true},
 		{"a journal without identity", func(t *testing.T, dir string, k *simKernel) {
 			editJournal(t, dir, func(j map[string]any) {
 				for _, f := range []string{"format", "hostname", "machine_id", "boot_id"} {
