@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,8 +203,13 @@ func (w *Writer) restoreEdit(id string) (Edit, error) {
 	if !ok {
 		return Edit{}, fmt.Errorf("no backup %q in %s (gpusplit pve backups lists them)", id, BackupDir)
 	}
-	if b.Path != MappingPath && !isGuestPath(b.Path) {
-		return Edit{}, fmt.Errorf("backup %s is of %s, which is not a Proxmox file gpusplit writes", id, b.Path)
+	// The sidecar says where the backup goes, and anyone who can write BackupDir can
+	// write it: the path is checked whole, never by prefix.
+	if path.Clean(b.Path) != b.Path || slices.Contains(strings.Split(b.Path, "/"), "..") {
+		return Edit{}, fmt.Errorf("backup %s names %q, which is not a clean absolute path: its sidecar %s/%s.json is damaged or forged", id, b.Path, BackupDir, id)
+	}
+	if !writes(b.Path) {
+		return Edit{}, fmt.Errorf("backup %s is of %s, which is not a Proxmox file gpusplit writes (%s, or a guest config of this node)", id, b.Path, MappingPath)
 	}
 	data, err := w.H.ReadFile(BackupDir + "/" + id)
 	if err != nil {

@@ -1,6 +1,7 @@
 package pve
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,75 @@ func TestRestoreRefuses(t *testing.T) {
 			if _, err := w.Restore(b.ID); err == nil || !strings.Contains(err.Error(), "has lock: migrate") {
 				t.Errorf("restore into a locked VM: %v", err)
 			}
+		}
+	}
+}
+
+// A sidecar names where its backup goes, and anyone who can write the backup directory
+// can write one: a path that climbs out of /etc/pve, or only starts like a guest
+// config, is refused by restore and by its dry run, and nothing is written.
+func TestRestoreRefusesForgedSidecar(t *testing.T) {
+	rc := newRefCase(t)
+	w := rc.writer()
+	if _, err := w.Commit(rc.edits); err != nil {
+		t.Fatal(err)
+	}
+	// A guest config's backup: its text reads back as a guest config, so only the
+	// check of the path stands between it and the file the sidecar names.
+	list, _ := ListBackups(rc.h)
+	id := ""
+	for _, b := range list {
+		if strings.HasSuffix(b.Path, "131.conf") {
+			id = b.ID
+		}
+	}
+	sidecar := filepath.Join(rc.root, BackupDir, id+".json")
+	hostname := filepath.Join(rc.root, "etc/hostname")
+	if err := os.WriteFile(hostname, []byte("kpro6\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/etc/pve/lxc/../../../../etc/hostname", "not a clean absolute path"},
+		{"/etc/pve/qemu-server/../../hostname", "not a clean absolute path"},
+		{"/etc/pve/lxc/..", "not a clean absolute path"},
+		{"/etc/pve/nodes/kpro6/../../../etc/hostname", "not a clean absolute path"},
+		{"/etc/pve/qemu-server/131.conf.d/x", "not a Proxmox file gpusplit writes"},
+		{"/etc/pve/lxc/hostname", "not a Proxmox file gpusplit writes"},
+		{"/etc/pve/priv/authorized_keys", "not a Proxmox file gpusplit writes"},
+		{"/etc/hostname", "not a Proxmox file gpusplit writes"},
+	} {
+		if err := os.WriteFile(sidecar, []byte(`{"path":"`+c.path+`","time":"2026-12-01T10:00:00Z"}`+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		before := rc.files(t)
+		for name, restore := range map[string]func(string) ([]FileResult, error){"restore": w.Restore, "dry run": w.RestoreCheck} {
+			if _, err := restore(id); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s of a backup naming %s: %v, want %q", name, c.path, err, c.want)
+			}
+		}
+		if got, _ := os.ReadFile(hostname); string(got) != "kpro6\n" {
+			t.Fatalf("restoring a backup naming %s wrote /etc/hostname: %q", c.path, got)
+		}
+		if after := rc.files(t); !maps.Equal(before, after) {
+			t.Errorf("a refused restore of a backup naming %s changed files", c.path)
+		}
+	}
+}
+
+// Every write goes through one check of where it goes: an edit of a file that is not
+// pci.cfg or a guest config of this node is refused before a lock is taken.
+func TestCommitRefusesOtherFiles(t *testing.T) {
+	rc := newRefCase(t)
+	w := rc.writer()
+	for _, p := range []string{"/etc/pve/lxc/../../hostname", "/etc/pve/nodes/kpro6/qemu-server/131.conf", "/etc/pve/user.cfg", "/etc/pve/qemu-server/x.conf"} {
+		e := rc.edits[1]
+		e.Path = p
+		_, err := w.Commit([]Edit{e})
+		if err == nil || !strings.Contains(err.Error(), p+": is not a file gpusplit writes") {
+			t.Errorf("commit of %s: %v", p, err)
+		}
+		if after := rc.files(t); !maps.Equal(rc.before, after) {
+			t.Errorf("a refused commit of %s changed files", p)
 		}
 	}
 }

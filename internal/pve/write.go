@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
@@ -307,6 +308,10 @@ func staticProblems(edits []Edit) []Problem {
 			probs = append(probs, Problem{e.Path, "changed twice in one transaction"})
 		}
 		seen[e.Path] = true
+		if !writes(e.Path) {
+			probs = append(probs, Problem{e.Path, "is not a file gpusplit writes (" + MappingPath + ", or /etc/pve/qemu-server/ID.conf or /etc/pve/lxc/ID.conf of this node)"})
+			continue
+		}
 		if len(e.New) > MaxFile {
 			probs = append(probs, Problem{e.Path, "would be larger than 1 MiB, the most Proxmox's file system holds"})
 		}
@@ -341,9 +346,16 @@ func parsesBack(path, old, data string) error {
 	return nil
 }
 
-func isGuestPath(p string) bool {
-	return strings.HasPrefix(p, "/etc/pve/qemu-server/") || strings.HasPrefix(p, "/etc/pve/lxc/") || strings.HasPrefix(p, "/etc/pve/nodes/")
-}
+// guestFile is the shape of the guest configs gpusplit writes: this node's VMs and
+// containers by ID, through /etc/pve/qemu-server and /etc/pve/lxc, the names Proxmox
+// locks them by (GuestPath). VMIDs run from 100 to 999999999.
+var guestFile = &lazyre.Regexp{Expr: `^/etc/pve/(qemu-server|lxc)/[1-9][0-9]{0,8}\.conf$`}
+
+func isGuestPath(p string) bool { return guestFile.Get().MatchString(p) }
+
+// writes says whether path is a file gpusplit writes: pci.cfg or a guest config of this
+// node. Anything else, whatever its prefix, is refused before a lock is taken.
+func writes(path string) bool { return path == MappingPath || isGuestPath(path) }
 
 // file is an edit's target as found under the locks.
 type file struct {
