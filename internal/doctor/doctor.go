@@ -68,11 +68,15 @@ type Env struct {
 	// Partial collects the checks that could only look at part of what they need.
 	Partial map[string]string
 
-	// logHost says whether the log is the host's own (logFromHost); gpuAddrs and
-	// gpuGroups are the host's GPU functions and their IOMMU groups, for logGPU.
-	logHost   bool
-	gpuAddrs  map[string]bool
-	gpuGroups map[int]bool
+	// logHost says whether the log is the host's own (logFromHost); gpuAddrs, gpuSlots
+	// and gpuGroups are the host's GPU functions, the slots of its GPUs (function 0) and
+	// their IOMMU groups, for logGPU; logGPUSlots the slots where another machine's log
+	// enumerates a GPU's function.
+	logHost     bool
+	gpuAddrs    map[string]bool
+	gpuSlots    map[string]bool
+	gpuGroups   map[int]bool
+	logGPUSlots map[string]bool
 }
 
 // partial notes that a check saw less than it needs.

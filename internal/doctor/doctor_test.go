@@ -165,7 +165,14 @@ func TestReferenceVM(t *testing.T) {
 // that name its source and say what it shows.
 func readFixture(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "kmsg", "testdata", name))
+	return readLog(t, filepath.Join("..", "kmsg", "testdata", name))
+}
+
+// readLog reads a real log at path (the doctor's own are in testdata), less the "# "
+// lines at its top.
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,8 +602,9 @@ func o4WithNIC(t *testing.T) *host.Host {
 }
 
 // Faults count when they are a GPU's: by its driver's name, by the host's inventory
-// (a GPU, its functions, a device of its IOMMU group) when the log is the host's, by the
-// log's own enumeration when it is another machine's. An NVMe drive's faults never do.
+// (a GPU, its functions, one of its slot that sysfs no longer shows, a device of its IOMMU
+// group) when the log is the host's, by the log's own enumeration when it is another
+// machine's. An NVMe drive's faults never do.
 func TestWhoseFaults(t *testing.T) {
 	const amd = "AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0003 address=0x80000040 flags=0x0020]"
 	o4 := o4WithNIC(t)
@@ -615,6 +623,8 @@ func TestWhoseFaults(t *testing.T) {
 		{"a GPU's fault named by its driver", sampleHost, "nvidia 0000:01:00.0: " + amd, true},
 		{"an NVMe drive's fault at a GPU's address", sampleHost, "nvme 0000:01:00.0: " + amd, false},
 		{"a fault of the GPU's audio function", sampleHost, "snd_hda_intel 0000:01:00.1: " + amd, true},
+		{"a fault of the GPU's audio function, gone from sysfs since", machine(t, optiplex9020()), "snd_hda_intel 0000:01:00.1: " + amd, true},
+		{"a fault of a function no GPU's slot has", machine(t, optiplex9020()), "AMD-Vi: Event logged [IO_PAGE_FAULT device=02:00.1 domain=0x0003 address=0x80000040 flags=0x0020]", false},
 		{"a fault of a device in a GPU's group", o4, "AMD-Vi: Event logged [IO_PAGE_FAULT device=00:1e.0 domain=0x0003 address=0x80000040 flags=0x0020]", true},
 		{"a fault of a device in no GPU's group", o4, "AMD-Vi: Event logged [IO_PAGE_FAULT device=00:1f.0 domain=0x0003 address=0x80000040 flags=0x0020]", false},
 		{"another machine's NVMe at a GPU's address here", sampleHost, other + "[  812.000000] AMD-Vi: Event logged [IO_PAGE_FAULT device=01:00.0 domain=0x0003 address=0x80000040 flags=0x0020]\n", false},
@@ -654,6 +664,98 @@ func TestLinkLimitWidth(t *testing.T) {
 		}
 		if warn != c.warning || info != c.info {
 			t.Errorf("%s: warning %v, info %v; want %v, %v", c.line, warn, info, c.warning, c.info)
+		}
+	}
+}
+
+// optiplex9020 is the machine of testdata/gpu-wrlinux-dmesg.log with the ids and classes
+// its whole dmesg enumerates: the host bridge [8086:0c00], the root port 0000:00:01.0
+// [8086:0c01], a GPU [10de:2187] at 0000:01:00.0 with its USB [10de:1aec] and UCSI
+// [10de:1aed] functions. Its audio function [10de:1aeb] is gone from sysfs (removed, as
+// is done to pass a GPU through without it), and its link runs at 8 GT/s now; the
+// subsystem ids and the CPUs are not the log's.
+func optiplex9020() fakehost.Machine {
+	gpu := func(fn uint8, id uint16, class uint32, driver string) fakehost.Device {
+		return fakehost.Device{Func: fn, Vendor: 0x10de, Device: id, Class: class, Driver: driver, Speed: "8.0 GT/s PCIe", Width: 16}
+	}
+	port := fakehost.Device{Slot: 1, Vendor: 0x8086, Device: 0x0c01, Class: 0x060400, Driver: "pcieport", Speed: "8.0 GT/s PCIe", Width: 16,
+		Secondary: 1, Children: []fakehost.Device{gpu(0, 0x2187, 0x030000, "nvidia"), gpu(2, 0x1aec, 0x0c0330, "xhci_hcd"), gpu(3, 0x1aed, 0x0c8000, "")}}
+	return fakehost.Machine{
+		Nodes: []fakehost.Node{{ID: 0, CPUs: "0-3"}},
+		Bridges: []fakehost.HostBridge{{Domain: 0, Bus: 0, NUMA: -1, Devices: []fakehost.Device{
+			{Vendor: 0x8086, Device: 0x0c00, Class: 0x060000}, port,
+		}}},
+	}
+}
+
+// The PCI core reports a multi-function device's link once, on function 0, for the link
+// all its functions share: a log's link line on 0000:01:00.0 is the GPU's when the log
+// shows a GPU's function in that slot, here only its audio function (the enumeration of
+// .0, .2 and .3 is cut from gpu-wrlinux-dmesg.log, as from a paste). So it is on the
+// sample host, whose 0000:01:00.1 is another device ([10de:22e8]): the log is another
+// machine's, but the GPU's link is reported. And on the log's own machine, whose audio
+// function is gone from sysfs: that function, of the GPU's slot, does not make the log
+// another machine's.
+func TestLinkOfAGPUsSlot(t *testing.T) {
+	log := readLog(t, filepath.Join("testdata", "gpu-wrlinux-dmesg.log"))
+	const want = "kernel: pci 0000:01:00.0: 32.000 Gb/s available PCIe bandwidth, limited by 2.5 GT/s PCIe x16 link at 0000:00:01.0 (capable of 126.016 Gb/s with 8.0 GT/s PCIe x16 link)"
+	sampleHost, _ := samplehost.Open()
+	for _, c := range []struct {
+		name string
+		h    *host.Host
+		own  bool
+	}{
+		{"another machine's log", sampleHost, false},
+		{"the host's log, its audio function removed", machine(t, optiplex9020()), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inv, err := inventory.Build(c.h, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := NewEnv(c.h, inv, strings.NewReader(log), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.logHost != c.own {
+				t.Errorf("the log taken as the host's: %v, want %v", e.logHost, c.own)
+			}
+			r, err := Run(e, []string{"link-degraded"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := find(r, "link-degraded", Info)
+			if f == nil || !slices.Contains(f.Evidence, want) {
+				t.Errorf("the GPU's link line is not reported: %+v", r.Findings)
+			}
+		})
+	}
+}
+
+// A function the host lacks counts for neither machine only in the slot of a host's GPU,
+// and only with the GPU's vendor: another vendor's function there, an NVIDIA function in
+// a slot where the host has no device, or a function in the slot of a root port, is
+// another machine's.
+func TestLogFromHostGPUSlot(t *testing.T) {
+	inv, err := inventory.Build(machine(t, optiplex9020()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		log  string
+		host bool
+	}{
+		{readLog(t, filepath.Join("testdata", "gpu-wrlinux-dmesg.log")), true},
+		{"pci 0000:01:00.1: [8086:1533] type 00 class 0x020000\n", false},
+		{"pci 0000:02:00.1: [10de:1aeb] type 00 class 0x040300\n", false},
+		{"pci 0000:00:01.1: [8086:0c05] type 01 class 0x060400\n", false}, // the root port's slot, no GPU's
+	} {
+		facts, err := CollectLog(strings.NewReader(c.log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := logFromHost(facts, inv.Tree); got != c.host {
+			t.Errorf("%q: the host's %v, want %v", c.log, got, c.host)
 		}
 	}
 }
