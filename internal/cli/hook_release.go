@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
@@ -34,7 +35,7 @@ func runHookRelease(g *globals, addr string, force bool) error {
 	if err != nil {
 		return err
 	}
-	if err := needRoot(g, "hook release", "the quarantine records are root's"); err != nil {
+	if err := needRoot(g, "hook release", "the quarantine records are root's", health.Dir, bind.LockDir); err != nil {
 		return err
 	}
 	// Under the driver lock: a VM's stop may be checking the same GPU.

@@ -281,7 +281,7 @@ func newPersistInstall(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !dryRun {
-				if err := needRoot(g, "persist install", "it writes /etc/udev, /etc/modprobe.d, /etc/systemd and /usr/lib/gpusplit"); err != nil {
+				if err := needRoot(g, "persist install", "it writes /etc/udev, /etc/modprobe.d, /etc/systemd and /usr/lib/gpusplit", persist.Dirs()...); err != nil {
 					return err
 				}
 			}
@@ -363,7 +363,7 @@ func newPersistRemove(g *globals) *cobra.Command {
 		Short: "Disable the unit and remove the udev rule, modprobe.d hook and unit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := needRoot(g, "persist remove", "it removes files from /etc and disables a systemd unit"); err != nil {
+			if err := needRoot(g, "persist remove", "it removes files from /etc and disables a systemd unit", persist.Dirs()...); err != nil {
 				return err
 			}
 			h, err := g.host()

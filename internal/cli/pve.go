@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
@@ -160,7 +161,7 @@ previous version under ` + pve.BackupDir + `.`,
 				return fmt.Errorf("--vm-mapping %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_'", vmMapping)
 			}
 			if apply {
-				if err := needRoot(g, "pve sync --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+				if err := needRoot(g, "pve sync --apply", "it writes /etc/pve and takes Proxmox's locks", append(pve.WriteDirs, bind.LockDir)...); err != nil {
 					return err
 				}
 				// The driver lock first (docs/handoff.md, "Locks"): no GPU moves between

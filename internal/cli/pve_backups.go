@@ -67,7 +67,7 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !dryRun {
-				if err := needRoot(g, "pve backups restore", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+				if err := needRoot(g, "pve backups restore", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {
 					return err
 				}
 			}
@@ -132,7 +132,7 @@ func newPVEBackupsPrune(g *globals) *cobra.Command {
 		Short: "Remove the oldest backups of each file, keeping the last --keep",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := needRoot(g, "pve backups prune", "it removes files from "+pve.BackupDir); err != nil {
+			if err := needRoot(g, "pve backups prune", "it removes files from "+pve.BackupDir, pve.BackupDir); err != nil {
 				return err
 			}
 			h, err := g.host()

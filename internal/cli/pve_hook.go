@@ -381,7 +381,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 				}
 			}
 			if apply {
-				if err := needRoot(g, "pve hook "+verb+" --apply", "it writes /etc/pve and a storage's snippets"); err != nil {
+				if err := needRoot(g, "pve hook "+verb+" --apply", "it writes /etc/pve and a storage's snippets", pve.WriteDirs...); err != nil {
 					return err
 				}
 			}

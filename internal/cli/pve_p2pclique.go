@@ -58,7 +58,7 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 				return errors.New("--apply and --dry-run contradict each other; use one")
 			}
 			if apply {
-				if err := needRoot(g, "pve p2p-clique --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+				if err := needRoot(g, "pve p2p-clique --apply", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {
 					return err
 				}
 			}

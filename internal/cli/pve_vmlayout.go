@@ -60,7 +60,7 @@ docs/vm-topology.md has the details.`,
 				return errors.New("--apply and --dry-run contradict each other; use one")
 			}
 			if apply {
-				if err := needRoot(g, "pve vm-layout --apply", "it writes /etc/pve and takes Proxmox's locks"); err != nil {
+				if err := needRoot(g, "pve vm-layout --apply", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {
 					return err
 				}
 			}

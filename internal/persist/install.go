@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
@@ -14,6 +15,15 @@ import (
 
 // Paths are every file persist writes, in order.
 var Paths = []string{UdevRule, Modprobe, PinScript, Unit}
+
+// Dirs are the directories of Paths, where install and remove create and delete files.
+func Dirs() []string {
+	out := make([]string, len(Paths))
+	for i, p := range Paths {
+		out[i] = path.Dir(p)
+	}
+	return out
+}
 
 // Change is what Install or Remove did to one file.
 type Change struct {

@@ -24,6 +24,11 @@ const MaxFile = 1 << 20
 // BackupDir keeps the previous version of every file gpusplit rewrites, outside /etc/pve.
 const BackupDir = "/var/lib/gpusplit/backup"
 
+// WriteDirs are where a write creates or replaces files: the configs' directories,
+// Proxmox's lock directories (locksOf) and the backups. A command run by a user other
+// than root on a copy of a host checks them before it starts.
+var WriteDirs = []string{"/etc/pve/qemu-server", "/etc/pve/lxc", "/etc/pve/mapping", "/etc/pve/priv/lock", "/var/lock/qemu-server", "/run/lock/lxc", BackupDir}
+
 // Writer changes Proxmox files the way Proxmox does, under its locks, to <file>.tmp.<pid>
 // then renamed over the file; and it changes several of them as one transaction (Commit).
 type Writer struct {
