@@ -18,7 +18,7 @@ import (
 
 // This file holds what the manual says of each command beyond its help: the exit
 // statuses it can end with and the files it reads and writes. The man pages are made
-// from it (go run ./internal/manpages), "gpusplit help exit-status" prints the table, and
+// from it (go run ./internal/cmd/manpages), "gpusplit help exit-status" prints the table, and
 // the README's table is checked against it, so that none of them can drift from the
 // others. A test makes sure every command has its entry.
 

@@ -3,7 +3,7 @@
 // internal/cli declares for each. scripts/build-deb runs it; the pages are built, never
 // kept in the repository, so they cannot fall behind the commands.
 //
-//	go run ./internal/manpages [-version V] [-date YYYY-MM-DD] DIR
+//	go run ./internal/cmd/manpages [-version V] [-date YYYY-MM-DD] DIR
 //
 // It writes DIR/gpusplit.1, DIR/gpusplit-topo.1, … and DIR/gpusplit-cuda.1, uncompressed.
 // Without -date the date is SOURCE_DATE_EPOCH's, so that a rebuild gives the same pages,
