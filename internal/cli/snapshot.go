@@ -34,7 +34,12 @@ kept (hostpciN, devN, numa, numaN, machine, cores, sockets, memory, arch, ostype
 hookscript, lock, lxc.cgroup2.devices.allow, the lxc.mount.entry lines of device nodes,
 and args with every secret, password, key, token, data= and string= value replaced by
 <redacted>), in every section; description, cipassword, sshkeys, lxc.environment, disks
-and networks stay out.
+and networks stay out. The kernel command line, in /proc/cmdline, the kernel log,
+/etc/kernel/cmdline and the GRUB files alike, keeps every parameter, but the values of
+those that carry secrets become <redacted>: dracut's iSCSI and CIFS credentials
+(rd.iscsi.password, iscsi_in_password, cifspass, ...), rd.luks.key, systemd.set_credential,
+dm-mod.create, any name with pass, key, token, secret or cred in it, and the user and
+password of a URL (root=cifs://<redacted>@server/share).
 
 Every command then runs on it with --root FILE, which makes a snapshot the thing to
 attach to a bug report. Run it as root, so that config space, the kernel log and every

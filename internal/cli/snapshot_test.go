@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,9 +50,25 @@ func secretSample(t *testing.T) (string, []string) {
 	put("etc/gpusplit/split.toml", "[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n")
 	put("etc/gpusplit/notify.env", "SLACK_TOKEN=cli-gpusplit-s3cr3t\n")
 	put("etc/pve/mapping/dir.cfg", "models\n\tmap node=kpro6,path=/tank/cli-dirmap-s3cr3t\n")
+	// Secrets on the kernel command line, as GRUB gives it, the kernel logs it and
+	// /proc/cmdline shows it: all three must lose the same values, or the doctor, which
+	// compares them, would find on the snapshot what is not on the host.
+	secretParams := " iscsi_password=cli-iscsi-s3cr3t rd.luks.key=/cli-luks-s3cr3t.key netroot=iscsi:u:cli-netroot-s3cr3t@10.0.0.9::3260::iqn.2024-01.org.example:t0"
+	edit(t, root, "proc/cmdline", func(s string) string { return strings.TrimSuffix(s, "\n") + secretParams + "\n" })
+	edit(t, root, "dev/kmsg", func(s string) string {
+		first, rest, _ := strings.Cut(s, "\n")
+		second, rest, _ := strings.Cut(rest, "\n")
+		if !strings.Contains(second, "Command line: ") {
+			t.Fatalf("the sample's log has no command line where it should: %s", second)
+		}
+		return first + "\n" + second + secretParams + "\n" + rest
+	})
+	edit(t, root, "etc/default/grub", func(s string) string {
+		return strings.Replace(s, `GRUB_CMDLINE_LINUX=""`, `GRUB_CMDLINE_LINUX="`+strings.TrimSpace(secretParams)+`"`, 1)
+	})
 	return root, []string{"cli-desc-s3cr3t", "cli-cipw-s3cr3t", "cli-sshkeys-s3cr3t", "cli-snapdesc-s3cr3t",
 		"cli-snapargs-s3cr3t", "cli-snapcipw-s3cr3t", "cli-pending-s3cr3t", "cli-env-s3cr3t", "cli-mount-s3cr3t",
-		"cli-gpusplit-s3cr3t", "cli-dirmap-s3cr3t", "cli-args-s3cr3t"}
+		"cli-gpusplit-s3cr3t", "cli-dirmap-s3cr3t", "cli-args-s3cr3t", "cli-iscsi-s3cr3t", "cli-luks-s3cr3t", "cli-netroot-s3cr3t"}
 }
 
 // A snapshot holds none of the secrets and says, in text and in JSON, what it left out
@@ -109,9 +127,11 @@ func TestSnapshotRedactsAndServes(t *testing.T) {
 			found[r.File] = r.LeftOut["lxc.environment"] == 1 && r.LeftOut["lxc.mount.entry"] == 1
 		case "/proc/48213/cmdline":
 			found[r.File] = r.LeftOut["arguments"] == 6
+		case "/proc/cmdline", "/dev/kmsg", "/etc/default/grub":
+			found[r.File] = maps.Equal(r.Replaced, map[string]int{"iscsi_password": 1, "rd.luks.key": 1, "netroot": 1})
 		}
 	}
-	if len(found) != 3 || !found["/etc/pve/nodes/kpro6/qemu-server/131.conf"] || !found["/etc/pve/nodes/kpro6/lxc/129.conf"] || !found["/proc/48213/cmdline"] {
+	if len(found) != 6 || slices.Contains(slices.Collect(maps.Values(found)), false) {
 		t.Errorf("the JSON summary does not say what was left out (%v):\n%s", found, jsonText)
 	}
 	if sum.Archive != archive || strings.Join(sum.FilesLeftOut, " ") != "/etc/gpusplit/notify.env /etc/pve/mapping/dir.cfg" {
@@ -121,6 +141,7 @@ func TestSnapshotRedactsAndServes(t *testing.T) {
 		"  /etc/pve/nodes/kpro6/qemu-server/131.conf: replaced: args; left out: agent, balloon, boot, cipassword ×3, cpu, description ×3,",
 		"  /etc/pve/nodes/kpro6/lxc/129.conf: left out: description, features, hostname, lxc.environment, lxc.mount.entry, mp0,",
 		"  /proc/48213/cmdline: replaced: argv[0]; left out: arguments ×6\n",
+		"  /proc/cmdline: replaced: iscsi_password, netroot, rd.luks.key\n",
 		"not captured, as gpusplit does not read them: /etc/gpusplit/notify.env, /etc/pve/mapping/dir.cfg\n",
 	} {
 		if !strings.Contains(text, want) {

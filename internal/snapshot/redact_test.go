@@ -17,6 +17,12 @@ import (
 // carry one: each secret is a distinct word, so that a search of the archive's bytes
 // tells which one got through. Beside them are the keys gpusplit reads, which must stay.
 func secretRoot() (fakehost.Machine, []string) {
+	m, secrets, _ := secretRootCmdline()
+	return m, secrets
+}
+
+// secretRootCmdline is secretRoot with the command line as its snapshot must hold it.
+func secretRootCmdline() (fakehost.Machine, []string, string) {
 	secrets := []string{
 		"desc-s3cr3t", "desc-key-s3cr3t", "cipw-s3cr3t", "ciuser-s3cr3t", "sshkey-s3cr3t",
 		"objdata-s3cr3t", "spicepw-s3cr3t", "drivekey-s3cr3t", "smbios-s3cr3t", "iscsi-s3cr3t",
@@ -27,7 +33,19 @@ func secretRoot() (fakehost.Machine, []string) {
 		"gpusplit-other-s3cr3t", "gpusplit-sub-s3cr3t", "dirmap-s3cr3t",
 		"user-s3cr3t", "storage-s3cr3t", "datacenter-s3cr3t", "priv-s3cr3t", "privlink-s3cr3t",
 		"pgtitle-s3cr3t", "title-s3cr3t", "apikey-s3cr3t", "environ-s3cr3t",
+		"iscsi-pw-s3cr3t", "iscsi-in-s3cr3t", "luks-s3cr3t", "cifs-url-s3cr3t", "netroot-s3cr3t", "cred-s3cr3t",
+		"cifsroot-s3cr3t", "kmsg-unknown-s3cr3t", "kernel-cmdline-s3cr3t", "grub-s3cr3t", "grubd-s3cr3t",
 	}
+	// The command line, as /proc/cmdline and the kernel log have it, with the
+	// parameters the doctor reads beside the secrets.
+	cmdline := "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=cifs://admin:cifs-url-s3cr3t@10.0.0.1/root ro quiet amd_iommu=on iommu=pt" +
+		" iscsi_target_password=iscsi-pw-s3cr3t rd.iscsi.in.password=iscsi-in-s3cr3t rd.luks.key=/etc/luks-s3cr3t.key" +
+		" netroot=iscsi:u:netroot-s3cr3t@10.0.0.2::3260::iqn.2009-06.dracut:t0 systemd.set_credential=passwd.plaintext-password.root:cred-s3cr3t" +
+		" \"cifsroot=//10.0.0.3/share,username=u,password=cifsroot-s3cr3t x\" vfio-pci.ids=10de:2bb1 pcie_acs_override=downstream"
+	redactedCmdline := "BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve root=cifs://<redacted>@10.0.0.1/root ro quiet amd_iommu=on iommu=pt" +
+		" iscsi_target_password=<redacted> rd.iscsi.in.password=<redacted> rd.luks.key=<redacted>" +
+		" netroot=iscsi:<redacted>@10.0.0.2::3260::iqn.2009-06.dracut:t0 systemd.set_credential=<redacted>" +
+		" \"cifsroot=//10.0.0.3/share,username=u,password=<redacted>\" vfio-pci.ids=10de:2bb1 pcie_acs_override=downstream"
 	vm := "#Training VM, root password desc-s3cr3t\n" +
 		"#second line\n" +
 		"args: -object secret,id=sec0,data=objdata-s3cr3t -spice port=5900,password=spicepw-s3cr3t" +
@@ -107,6 +125,12 @@ func secretRoot() (fakehost.Machine, []string) {
 			"etc/gpusplit/credentials.toml":        "token = \"gpusplit-other-s3cr3t\"\n",
 			"etc/gpusplit/old/split.toml":          "# gpusplit-sub-s3cr3t\n",
 			"proc/72/environ":                      "HF_TOKEN=environ-s3cr3t\x00",
+			"proc/cmdline":                         cmdline + "\n",
+			"dev/kmsg": "6,0,0,-;Linux version 6.17.2-1-pve\n6,1,0,-;Command line: " + cmdline + "\n" +
+				"5,2,0,-;Unknown kernel command line parameters \"iscsi_password=kmsg-unknown-s3cr3t BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve\", will be passed to user space.\n",
+			"etc/kernel/cmdline":              "root=ZFS=rpool/ROOT/pve-1 boot=zfs rd.iscsi.password=kernel-cmdline-s3cr3t\n",
+			"etc/default/grub":                "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet amd_iommu=on iommu=pt\"\nGRUB_CMDLINE_LINUX=\"iscsi_password=grub-s3cr3t\"\n",
+			"etc/default/grub.d/50-iscsi.cfg": "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX rd.iscsi.password=grubd-s3cr3t\"\n",
 		},
 		Links: map[string]string{
 			"etc/pve/local":                "nodes/n",
@@ -115,7 +139,7 @@ func secretRoot() (fakehost.Machine, []string) {
 			"etc/pve/nodes/n/lxc/130.conf": "../../../priv/token.cfg",
 		},
 	}
-	return m, secrets
+	return m, secrets, redactedCmdline
 }
 
 // gunzip is an archive's tar stream: every header and every member's bytes.
@@ -135,7 +159,7 @@ func gunzip(t *testing.T, archive []byte) []byte {
 // No secret planted anywhere in a Proxmox node gets into its snapshot, not even into the
 // summary; what gpusplit reads is there, byte for byte.
 func TestSnapshotHoldsNoSecret(t *testing.T) {
-	m, secrets := secretRoot()
+	m, secrets, redactedCmdline := secretRootCmdline()
 	h, err := m.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +222,12 @@ func TestSnapshotHoldsNoSecret(t *testing.T) {
 		"proc/70/cmdline":                      "postgres\x00",
 		"proc/72/cmdline":                      "python3\x00",
 		"proc/71/comm":                         "worker\n",
+		"proc/cmdline":                         redactedCmdline + "\n",
+		"dev/kmsg": "6,0,0,-;Linux version 6.17.2-1-pve\n6,1,0,-;Command line: " + redactedCmdline + "\n" +
+			"5,2,0,-;Unknown kernel command line parameters \"iscsi_password=<redacted> BOOT_IMAGE=/boot/vmlinuz-6.17.2-1-pve\", will be passed to user space.\n",
+		"etc/kernel/cmdline":              "root=ZFS=rpool/ROOT/pve-1 boot=zfs rd.iscsi.password=<redacted>\n",
+		"etc/default/grub":                "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet amd_iommu=on iommu=pt\"\nGRUB_CMDLINE_LINUX=\"iscsi_password=<redacted>\"\n",
+		"etc/default/grub.d/50-iscsi.cfg": "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX rd.iscsi.password=<redacted>\"\n",
 	} {
 		if got[p] != want {
 			t.Errorf("%s is\n%q\nwant\n%q", p, got[p], want)
@@ -227,6 +257,13 @@ func TestSnapshotHoldsNoSecret(t *testing.T) {
 		"/proc/70/cmdline": {Replaced: map[string]int{"argv[0]": 1}, LeftOut: map[string]int{}},
 		"/proc/71/cmdline": {Replaced: map[string]int{}, LeftOut: map[string]int{"argv[0]": 1}},
 		"/proc/72/cmdline": {Replaced: map[string]int{"argv[0]": 1}, LeftOut: map[string]int{"arguments": 2}},
+		"/proc/cmdline": {Replaced: map[string]int{"root": 1, "iscsi_target_password": 1, "rd.iscsi.in.password": 1, "rd.luks.key": 1,
+			"netroot": 1, "systemd.set_credential": 1, "password": 1}, LeftOut: map[string]int{}},
+		"/dev/kmsg": {Replaced: map[string]int{"root": 1, "iscsi_target_password": 1, "rd.iscsi.in.password": 1, "rd.luks.key": 1,
+			"netroot": 1, "systemd.set_credential": 1, "password": 1, "iscsi_password": 1}, LeftOut: map[string]int{}},
+		"/etc/kernel/cmdline":              {Replaced: map[string]int{"rd.iscsi.password": 1}, LeftOut: map[string]int{}},
+		"/etc/default/grub":                {Replaced: map[string]int{"iscsi_password": 1}, LeftOut: map[string]int{}},
+		"/etc/default/grub.d/50-iscsi.cfg": {Replaced: map[string]int{"rd.iscsi.password": 1}, LeftOut: map[string]int{}},
 	} {
 		r := byFile[file]
 		if !maps.Equal(r.Replaced, want.Replaced) || !maps.Equal(r.LeftOut, want.LeftOut) {

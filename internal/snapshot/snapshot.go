@@ -3,7 +3,8 @@
 // the nvidia driver's procfs, the processes holding GPUs, the kernel log, and the boot
 // and Proxmox files gpusplit looks at. Nothing else goes in: never /etc/pve/priv, never
 // keys, of a guest config only the keys gpusplit reads (with the secrets in args
-// redacted), of a process only its program's name, of /etc/gpusplit only split.toml.
+// redacted), of a process only its program's name, of /etc/gpusplit only split.toml;
+// the kernel command line, wherever it is captured, with its secrets redacted.
 // What it leaves out of the files it captures it reports, without the values.
 package snapshot
 
@@ -235,11 +236,18 @@ func (c *capture) system() {
 		c.file(dir + "/version")
 		c.each(dir+"/parameters", func(p string) { c.file(p) })
 	}
-	for _, f := range []string{"/proc/cmdline", "/proc/devices", "/proc/cpuinfo", "/proc/version", "/proc/sys/kernel/hostname", "/proc/modules"} {
+	// The command line's secrets are redacted, here and in the kernel log (cmdline.go).
+	c.reduced("/proc/cmdline", reduceCmdline)
+	for _, f := range []string{"/proc/devices", "/proc/cpuinfo", "/proc/version", "/proc/sys/kernel/hostname", "/proc/modules"} {
 		c.file(f)
 	}
 	c.tree("/proc/driver/nvidia", 4)
 	log, err := c.h.KernelLog()
+	if log != nil {
+		var r Redaction
+		log, r = redactKernelLog(host.KernelLogPath, log)
+		c.note(r)
+	}
 	switch {
 	case err == nil:
 		c.put(host.KernelLogPath, log)
@@ -320,10 +328,15 @@ func (c *capture) cmdline(dir string) {
 
 // etc captures the boot configuration and the Proxmox files gpusplit reads.
 func (c *capture) etc() {
-	for _, f := range []string{"/etc/hostname", "/etc/default/grub", "/etc/kernel/cmdline", "/etc/kernel/proxmox-boot-uuids", "/etc/modules"} {
+	for _, f := range []string{"/etc/hostname", "/etc/kernel/proxmox-boot-uuids", "/etc/modules"} {
 		c.file(f)
 	}
-	for _, d := range []string{"/etc/default/grub.d", "/etc/modprobe.d", "/etc/modules-load.d"} {
+	// The kernel command lines the boot configuration gives, with their secrets
+	// redacted as /proc/cmdline's are (cmdline.go).
+	c.reduced("/etc/kernel/cmdline", reduceCmdline)
+	c.reduced("/etc/default/grub", reduceGrub)
+	c.each("/etc/default/grub.d", func(p string) { c.reduced(p, reduceGrub) })
+	for _, d := range []string{"/etc/modprobe.d", "/etc/modules-load.d"} {
 		c.each(d, func(p string) { c.file(p) })
 	}
 	// Of /etc/gpusplit and /etc/pve/mapping only the file gpusplit reads: the others
