@@ -39,7 +39,8 @@ and networks stay out. The kernel command line, in /proc/cmdline, the kernel log
 those that carry secrets become <redacted>: dracut's iSCSI and CIFS credentials
 (rd.iscsi.password, iscsi_in_password, cifspass, ...), rd.luks.key, systemd.set_credential,
 dm-mod.create, any name with pass, key, token, secret or cred in it, and the user and
-password of a URL (root=cifs://<redacted>@server/share).
+password of a URL (root=cifs://<redacted>@server/share). The archive is readable by its
+owner only (0600), whatever the umask.
 
 Every command then runs on it with --root FILE, which makes a snapshot the thing to
 attach to a bug report. Run it as root, so that config space, the kernel log and every
@@ -85,7 +86,7 @@ which needs the archive in a file.`,
 				if _, err := g.stdout.Write(buf.Bytes()); err != nil {
 					return err
 				}
-			} else if err := atomicfile.Write(file, buf.Bytes(), 0o644); err != nil {
+			} else if err := atomicfile.Write(file, buf.Bytes(), archiveMode); err != nil {
 				return err
 			}
 			var werr error
@@ -121,6 +122,12 @@ which needs the archive in a file.`,
 	cmd.Flags().StringVar(&file, "file", "", "the archive to write, - for standard output (default gpusplit-<hostname>-<date>.tar.gz)")
 	return cmd
 }
+
+// archiveMode is the snapshot's: it holds the kernel log, which dmesg_restrict keeps from
+// other users, and the guests' configs, so it is its owner's alone, whatever the umask.
+// atomicfile.Write's temporary file has it from the start, and an archive it replaces
+// goes with its mode.
+const archiveMode = 0o600
 
 // writeRedactions says, file by file, which keys' lines were left out and which values
 // were replaced, with their numbers: what the archive lacks, without saying what it was.

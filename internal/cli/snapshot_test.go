@@ -242,3 +242,26 @@ func unpack(t *testing.T, raw []byte, dir string) {
 		}
 	}
 }
+
+// The archive is its owner's alone (it holds the kernel log and guest configs), made so
+// and replacing a file that was not.
+func TestSnapshotArchiveIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, before string }{{"new.tar.gz", ""}, {"old.tar.gz", "an older snapshot"}} {
+		p := filepath.Join(dir, c.name)
+		if c.before != "" {
+			if err := os.WriteFile(p, []byte(c.before), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, stderr, err := run(t, "--demo", "snapshot", "--file", p); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		if fi, err := os.Stat(p); err != nil || fi.Mode() != 0o600 || fi.Size() < 1000 {
+			t.Errorf("%s: %v, %v", c.name, fi.Mode(), err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("files left beside the archives: %v", left)
+	}
+}
