@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,10 +50,11 @@ attach to a bug report. Run it as root, so that config space, the kernel log and
 process can be read.
 
 FILE (or --file FILE) names the archive, - for standard output; the default is
-gpusplit-<hostname>-<date>.tar.gz in the current directory. A summary of what was
-captured, and of what was left out of which file (keys and counts, never the values), goes
-to standard error; with -o json it goes to standard output as one JSON document instead,
-which needs the archive in a file.`,
+gpusplit-<hostname>-<date>.tar.gz in the current directory. Whether it can be written is
+checked before anything is captured. A summary of what was captured, and of what was left
+out of which file (keys and counts, never the values), goes to standard error; with
+-o json it goes to standard output as one JSON document instead, which needs the archive
+in a file.`,
 		Example: `  sudo gpusplit snapshot
   sudo gpusplit snapshot /tmp/kpro6.tar.gz
   sudo gpusplit snapshot --file kpro6.tar.gz -o json | jq .redacted
@@ -70,11 +74,6 @@ which needs the archive in a file.`,
 			if err != nil {
 				return err
 			}
-			var buf bytes.Buffer
-			sum, err := snapshot.Capture(h, &buf)
-			if err != nil {
-				return err
-			}
 			if file == "" {
 				name, _ := h.ReadString("/proc/sys/kernel/hostname")
 				if name == "" {
@@ -82,12 +81,24 @@ which needs the archive in a file.`,
 				}
 				file = fmt.Sprintf("gpusplit-%s-%s.tar.gz", filepath.Base(name), time.Now().Format("20060102-150405"))
 			}
+			// Before anything is captured: a file that cannot be written is said to be now,
+			// by its name, not after the capture by its temporary file's.
+			if file != "-" {
+				if err := checkWritable(file); err != nil {
+					return err
+				}
+			}
+			var buf bytes.Buffer
+			sum, err := snapshot.Capture(h, &buf)
+			if err != nil {
+				return err
+			}
 			if file == "-" {
 				if _, err := g.stdout.Write(buf.Bytes()); err != nil {
 					return err
 				}
 			} else if err := atomicfile.Write(file, buf.Bytes(), archiveMode); err != nil {
-				return err
+				return archiveWriteError(file, err)
 			}
 			var werr error
 			if g.json() {
@@ -128,6 +139,105 @@ which needs the archive in a file.`,
 // atomicfile.Write's temporary file has it from the start, and an archive it replaces
 // goes with its mode.
 const archiveMode = 0o600
+
+// checkWritable says whether file can be written as the snapshot will be: a new file
+// made beside it, renamed over it. It makes (and removes) that file, which tells what
+// permissions, ACLs, a read-only mount or a full disk allow; and names what is in the
+// way and why: the directory, one above it that may not be entered, a directory where
+// the file should be, or another user's file in a sticky directory (/tmp), which only
+// its owner may replace.
+func checkWritable(file string) error {
+	dir := filepath.Dir(file)
+	if fi, err := os.Lstat(file); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("cannot write %s: it is a directory; name a file in it, e.g. --file %s", absPath(file), filepath.Join(file, "snapshot.tar.gz"))
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() != 0 && st.Uid != uint32(os.Geteuid()) {
+			if di, err := os.Stat(dir); err == nil && di.Mode()&os.ModeSticky != 0 {
+				if ds, ok := di.Sys().(*syscall.Stat_t); ok && ds.Uid != uint32(os.Geteuid()) {
+					return fmt.Errorf("cannot write %s: it belongs to uid %d, and in %s, a sticky directory, only its owner may replace it; remove it as its owner, or choose another --file",
+						absPath(file), st.Uid, absPath(dir))
+				}
+			}
+		}
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp*")
+	if err != nil {
+		return archiveWriteError(file, err)
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
+}
+
+// archiveWriteError explains why the snapshot file cannot be written, naming the file and
+// what is in the way, not the temporary file the error came from.
+func archiveWriteError(file string, err error) error {
+	dir := absPath(filepath.Dir(file))
+	cause := err
+	var pe *os.PathError
+	var le *os.LinkError
+	if errors.As(err, &pe) {
+		cause = pe.Err
+	} else if errors.As(err, &le) {
+		cause = le.Err
+	}
+	var why, remedy string
+	switch {
+	case errors.Is(cause, fs.ErrPermission):
+		why = fmt.Sprintf("directory %s%s is not writable by uid %d", dir, ownerMode(dir), os.Geteuid())
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrPermission) {
+			// The directory cannot even be looked at: one above it may not be entered,
+			// the deepest one this user can see.
+			closed := filepath.Dir(dir)
+			for closed != filepath.Dir(closed) {
+				if _, err := os.Stat(closed); err == nil {
+					break
+				}
+				closed = filepath.Dir(closed)
+			}
+			why = fmt.Sprintf("directory %s%s may not be entered by uid %d, so %s cannot be reached", closed, ownerMode(closed), os.Geteuid(), dir)
+		}
+		remedy = "run as root or choose --file in a directory you can write"
+	case errors.Is(cause, syscall.EROFS):
+		why = fmt.Sprintf("directory %s is on a read-only file system", dir)
+		remedy = "choose --file on a writable file system"
+	case errors.Is(cause, fs.ErrNotExist):
+		why = fmt.Sprintf("directory %s does not exist", dir)
+		remedy = "create it, or choose --file in a directory that exists"
+	case errors.Is(cause, syscall.ENOTDIR):
+		why = fmt.Sprintf("%s, or a directory above it, is not a directory", dir)
+		remedy = "choose --file in a directory"
+	case errors.Is(cause, syscall.ENOSPC), errors.Is(cause, syscall.EDQUOT):
+		why = fmt.Sprintf("the file system of %s is full", dir)
+		remedy = "free some room, or choose --file on another file system"
+	default:
+		return fmt.Errorf("cannot write %s: %w", absPath(file), err)
+	}
+	return fmt.Errorf("cannot write %s: %s (%v); %s", absPath(file), why, cause, remedy)
+}
+
+// ownerMode is " (owner uid 0, mode 0755)" for a directory, "" where it cannot be seen.
+func ownerMode(dir string) string {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (owner uid %d, mode %04o)", st.Uid, fi.Mode().Perm())
+}
+
+// absPath is p made absolute, for messages; p where that fails.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
 
 // writeRedactions says, file by file, which keys' lines were left out and which values
 // were replaced, with their numbers: what the archive lacks, without saying what it was.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/samplehost"
@@ -263,5 +264,72 @@ func TestSnapshotArchiveIsPrivate(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("files left beside the archives: %v", left)
+	}
+}
+
+// A file that cannot be written is said to be before anything is captured, by its name
+// and what is in the way; not as an error about a temporary file after the capture.
+// Run as the user nobody: the tests run as root, who may write anywhere.
+func TestSnapshotUnwritable(t *testing.T) {
+	base := openTempDir(t)
+	mkdir := func(rel string, mode os.FileMode) string {
+		p := filepath.Join(base, rel)
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // the umask aside
+			t.Fatal(err)
+		}
+		return p
+	}
+	readOnly := mkdir("ro", 0o555)
+	empty := mkdir("empty", 0o755) // not a host: capturing it fails
+	closed := mkdir("closed", 0o700)
+	mkdir("closed/sub", 0o777)
+	sticky := mkdir("sticky", os.ModeSticky|0o777)
+	writable := mkdir("writable", 0o777)
+	if err := os.WriteFile(filepath.Join(sticky, "x.tar.gz"), []byte("root's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // in its output; "" for a success
+	}{
+		{"read-only directory, before the capture", []string{"--root", empty, "snapshot", "--file", readOnly + "/x.tar.gz"},
+			"cannot write " + readOnly + "/x.tar.gz: directory " + readOnly + " (owner uid 0, mode 0555) is not writable by uid 65534 (permission denied); run as root or choose --file in a directory you can write"},
+		{"the default name, in the current directory (/)", []string{"--demo", "snapshot"},
+			"cannot write /gpusplit-kpro6-"},
+		{"a directory above that may not be entered", []string{"--demo", "snapshot", "--file", closed + "/sub/x.tar.gz"},
+			"cannot write " + closed + "/sub/x.tar.gz: directory " + closed + " (owner uid 0, mode 0700) may not be entered by uid 65534, so " + closed + "/sub cannot be reached (permission denied)"},
+		{"another user's file in a sticky directory", []string{"--demo", "snapshot", "--file", sticky + "/x.tar.gz"},
+			"cannot write " + sticky + "/x.tar.gz: it belongs to uid 0, and in " + sticky + ", a sticky directory, only its owner may replace it"},
+		{"a directory that does not exist", []string{"--demo", "snapshot", "--file", base + "/none/x.tar.gz"},
+			"cannot write " + base + "/none/x.tar.gz: directory " + base + "/none does not exist (no such file or directory); create it"},
+		{"a directory where the file should be", []string{"--demo", "snapshot", "--file", writable},
+			"cannot write " + writable + ": it is a directory; name a file in it, e.g. --file " + writable + "/snapshot.tar.gz"},
+		{"a directory it may write", []string{"--demo", "snapshot", "--file", writable + "/x.tar.gz"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, code := runAsNobody(t, c.args...)
+			t.Log(out)
+			switch {
+			case c.want == "" && code != 0:
+				t.Errorf("exit %d:\n%s", code, out)
+			case c.want != "" && (code != 1 || !strings.Contains(out, c.want)):
+				t.Errorf("exit %d:\n%s\nwant it to hold\n%s", code, out, c.want)
+			case strings.Contains(out, ".tmp"):
+				t.Errorf("the error names a temporary file: %s", out)
+			}
+		})
+	}
+	if left, _ := filepath.Glob(filepath.Join(readOnly, "*")); len(left) != 0 {
+		t.Errorf("files made in the read-only directory: %v", left)
+	}
+	if fi, err := os.Stat(filepath.Join(writable, "x.tar.gz")); err != nil || fi.Mode() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 65534 {
+		t.Errorf("the archive written: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sticky, "x.tar.gz")); string(b) != "root's" {
+		t.Errorf("another user's file was replaced: %.40q", b)
 	}
 }
