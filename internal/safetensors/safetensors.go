@@ -20,8 +20,11 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxHeaderBytes is the largest header read, the reference implementation's
@@ -74,7 +77,7 @@ type Header struct {
 	// DataBytes is the length of the data buffer: the largest END.
 	DataBytes int64
 	// Warnings are what the header holds that is allowed but unusual: a dtype this
-	// package does not know, sized by its offsets alone.
+	// package does not know, sized by its offsets alone (one warning per dtype).
 	Warnings []string
 }
 
@@ -94,6 +97,11 @@ type entry struct {
 // the JSON is an object starting with '{', no key repeats, each dtype's width times the
 // shape's elements is a whole number of bytes equal to the tensor's range, and the
 // ranges cover the buffer from 0 without holes or overlaps.
+//
+// The file may be anything (a link's target, a damaged copy), so what its errors say of
+// it is never its bytes until they have shown themselves a header: not the length, whose
+// 8 bytes could as well be the start of a password file, nor the text of JSON that does
+// not parse. Tensor names and figures are quoted once the JSON has parsed up to them.
 func Read(r io.Reader) (*Header, error) {
 	var prefix [8]byte
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
@@ -104,17 +112,19 @@ func Read(r io.Reader) (*Header, error) {
 	}
 	n := binary.LittleEndian.Uint64(prefix[:])
 	if n > MaxHeaderBytes {
-		return nil, fmt.Errorf("announces a header of %d bytes, more than the %d the format allows: not a safetensors file, or a damaged one", n, MaxHeaderBytes)
+		return nil, fmt.Errorf("its header length (the first 8 bytes) exceeds %d, the most the format allows: not a safetensors file, or a damaged one", MaxHeaderBytes)
 	}
 	if n < 2 {
-		return nil, fmt.Errorf("announces a header of %d bytes, too short for a JSON object: not a safetensors file", n)
+		return nil, errors.New("its header length (the first 8 bytes) is under 2, too short for a JSON object: not a safetensors file")
 	}
-	raw := make([]byte, n)
-	if _, err := io.ReadFull(r, raw); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("ends inside its %d-byte header: a truncated file", n)
-		}
+	// Read as it comes rather than allocated at once: a short file announcing 100 MB
+	// costs its own bytes.
+	raw, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
 		return nil, err
+	}
+	if uint64(len(raw)) < n {
+		return nil, errors.New("ends inside the header its first 8 bytes announce: a truncated file, or not a safetensors file")
 	}
 	h, err := parse(raw)
 	if err != nil {
@@ -123,6 +133,10 @@ func Read(r io.Reader) (*Header, error) {
 	h.Length = int64(n)
 	return h, nil
 }
+
+// MaxUnknownDTypes is how many dtypes this package does not know a header may use: a
+// newer writer may add one or two; dozens are not a checkpoint.
+const MaxUnknownDTypes = 16
 
 // parse decodes the header JSON one tensor at a time, so that a 100 MB header costs its
 // tensors, not a generic map of it.
@@ -133,44 +147,55 @@ func parse(raw []byte) (*Header, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("header: %w", err)
+		return nil, fmt.Errorf("header: %s", jsonProblem(err, ""))
 	}
 	h := &Header{Metadata: map[string]string{}}
 	seen := map[string]bool{}
+	type tally struct{ tensors, bytes int64 }
+	unknown := map[string]*tally{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("header: %w", err)
+			return nil, fmt.Errorf("header: %s", jsonProblem(err, ""))
 		}
 		name, _ := tok.(string)
 		if seen[name] {
-			return nil, fmt.Errorf("header: %q is listed twice", name)
+			return nil, fmt.Errorf("header: %s is listed twice", Quote(name))
 		}
 		seen[name] = true
 		if name == "__metadata__" {
 			// Only a map of strings is allowed ("Arbitrary JSON is not allowed").
 			var md map[string]string
 			if err := dec.Decode(&md); err != nil {
-				return nil, fmt.Errorf("header: __metadata__ is not a map of strings: %v", err)
+				return nil, fmt.Errorf("header: __metadata__ is not a map of strings (%s)", jsonProblem(err, ""))
 			}
 			h.Metadata = md
 			continue
 		}
 		var e entry
 		if err := dec.Decode(&e); err != nil {
-			return nil, fmt.Errorf("header: tensor %q: %v", name, err)
+			return nil, fmt.Errorf("header: tensor %s: %s", Quote(name), jsonProblem(err, "an object of dtype, shape and data_offsets"))
 		}
-		t, warn, err := tensorOf(name, e)
+		t, known, err := tensorOf(name, e)
 		if err != nil {
 			return nil, fmt.Errorf("header: %w", err)
 		}
-		if warn != "" {
-			h.Warnings = append(h.Warnings, warn)
+		if !known {
+			u := unknown[t.DType]
+			if u == nil {
+				if len(unknown) == MaxUnknownDTypes {
+					return nil, fmt.Errorf("header: more than %d dtypes gpusplit does not know: not a checkpoint it can size", MaxUnknownDTypes)
+				}
+				u = &tally{}
+				unknown[t.DType] = u
+			}
+			u.tensors++
+			u.bytes += t.Bytes()
 		}
 		h.Tensors = append(h.Tensors, t)
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("header: %w", err)
+		return nil, fmt.Errorf("header: %s", jsonProblem(err, ""))
 	}
 	// What follows the object may only be the spaces that pad it.
 	if rest := raw[dec.InputOffset():]; len(strings.Trim(string(rest), " ")) != 0 {
@@ -181,45 +206,121 @@ func parse(raw []byte) (*Header, error) {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	h.DataBytes = end
+	// The enum is non-exhaustive: a newer dtype is sized by its offsets, said once.
+	dtypes := make([]string, 0, len(unknown))
+	for d := range unknown {
+		dtypes = append(dtypes, d)
+	}
+	slices.Sort(dtypes)
+	for _, d := range dtypes {
+		u := unknown[d]
+		h.Warnings = append(h.Warnings, fmt.Sprintf("%s of dtype %s, which gpusplit does not know: counted at their %d bytes", tensors(u.tensors), Quote(d), u.bytes))
+	}
 	return h, nil
 }
 
+func tensors(n int64) string {
+	if n == 1 {
+		return "1 tensor"
+	}
+	return fmt.Sprintf("%d tensors", n)
+}
+
+// jsonProblem says what is wrong with JSON that did not decode, without its text: a
+// syntax error by its offset, a value of the wrong type by the field it is in (the
+// decoder's own message quotes numbers it cannot hold). want is what the value should
+// have been, for a value of the wrong type outside any field.
+func jsonProblem(err error, want string) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("not valid JSON (at byte %d of the header)", syntax.Offset)
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Sprintf("its %s is not %s", typ.Field, wantOf(typ.Type.Kind()))
+	case errors.As(err, &typ) && want != "":
+		return "not " + want
+	case errors.As(err, &typ):
+		return "a value of the wrong type"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends early"
+	}
+	return "not valid JSON"
+}
+
+func wantOf(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Int64:
+		return "whole numbers that fit 64 bits"
+	case reflect.Slice:
+		return "a list of whole numbers"
+	}
+	return "of the right type"
+}
+
+// MaxQuoted is the most bytes of a name read from a file that a message quotes.
+const MaxQuoted = 128
+
+// Quote quotes a name read from a file for a message: Go-quoted (a control character
+// cannot reach the terminal), and cut to MaxQuoted bytes, so that a header of one
+// 100 MB name does not make a 100 MB message.
+func Quote(s string) string {
+	if len(s) <= MaxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := MaxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// shapeText words a shape for a message: whole when short, else its rank.
+func shapeText(shape []int64) string {
+	if len(shape) <= 8 {
+		return fmt.Sprint(shape)
+	}
+	return fmt.Sprintf("of %d dimensions", len(shape))
+}
+
 // tensorOf checks one entry: its fields are there, its offsets ordered, and its size
-// the one its dtype and shape give.
-func tensorOf(name string, e entry) (Tensor, string, error) {
+// the one its dtype and shape give. known is false for a dtype this package does not
+// know, sized by its offsets.
+func tensorOf(name string, e entry) (Tensor, bool, error) {
 	if e.DType == nil || e.Shape == nil || e.DataOffsets == nil {
-		return Tensor{}, "", fmt.Errorf("tensor %q lacks dtype, shape or data_offsets", name)
+		return Tensor{}, false, fmt.Errorf("tensor %s lacks dtype, shape or data_offsets", Quote(name))
 	}
 	off := *e.DataOffsets
 	if len(off) != 2 {
-		return Tensor{}, "", fmt.Errorf("tensor %q: data_offsets has %d numbers, not 2", name, len(off))
+		return Tensor{}, false, fmt.Errorf("tensor %s: data_offsets has %d numbers, not 2", Quote(name), len(off))
 	}
 	t := Tensor{Name: name, DType: *e.DType, Shape: *e.Shape, Begin: off[0], End: off[1]}
 	if t.Begin < 0 || t.End < t.Begin {
-		return Tensor{}, "", fmt.Errorf("tensor %q: data_offsets [%d, %d] are not a range", name, t.Begin, t.End)
+		return Tensor{}, false, fmt.Errorf("tensor %s: data_offsets [%d, %d] are not a range", Quote(name), t.Begin, t.End)
 	}
 	// The element count in big numbers: a hostile shape must not wrap around.
 	elems := big.NewInt(1)
 	for _, d := range t.Shape {
 		if d < 0 {
-			return Tensor{}, "", fmt.Errorf("tensor %q: negative dimension %d", name, d)
+			return Tensor{}, false, fmt.Errorf("tensor %s: negative dimension %d", Quote(name), d)
 		}
 		elems.Mul(elems, big.NewInt(d))
 	}
 	bits, known := Bits(t.DType)
 	if !known {
-		// The enum is non-exhaustive: a newer dtype is sized by its offsets.
-		return t, fmt.Sprintf("tensor %q has dtype %s, which gpusplit does not know: counted at its %d bytes", name, t.DType, t.Bytes()), nil
+		return t, false, nil
 	}
 	total := new(big.Int).Mul(elems, big.NewInt(bits))
 	if new(big.Int).Rem(total, big.NewInt(8)).Sign() != 0 {
-		return Tensor{}, "", fmt.Errorf("tensor %q: %s elements of %d bits are not a whole number of bytes", name, elems, bits)
+		return Tensor{}, false, fmt.Errorf("tensor %s: %s elements of %d bits are not a whole number of bytes", Quote(name), elems, bits)
 	}
 	want := total.Div(total, big.NewInt(8))
 	if !want.IsInt64() || want.Int64() != t.Bytes() {
-		return Tensor{}, "", fmt.Errorf("tensor %q: %s %v takes %s bytes, but data_offsets give %d", name, t.DType, t.Shape, want, t.Bytes())
+		return Tensor{}, false, fmt.Errorf("tensor %s: %s %s takes %s bytes, but data_offsets give %d", Quote(name), t.DType, shapeText(t.Shape), want, t.Bytes())
 	}
-	return t, "", nil
+	return t, true, nil
 }
 
 // checkCoverage verifies that the ranges tile [0, end) and returns end.
@@ -239,9 +340,9 @@ func checkCoverage(ts []Tensor) (int64, error) {
 		t := ts[i]
 		if t.Begin != end {
 			if t.Begin < end {
-				return 0, fmt.Errorf("tensor %q overlaps the one before it (it starts at %d, before %d)", t.Name, t.Begin, end)
+				return 0, fmt.Errorf("tensor %s overlaps the one before it (it starts at %d, before %d)", Quote(t.Name), t.Begin, end)
 			}
-			return 0, fmt.Errorf("a hole in the data buffer: bytes %d to %d belong to no tensor (the next is %q)", end, t.Begin, t.Name)
+			return 0, fmt.Errorf("a hole in the data buffer: bytes %d to %d belong to no tensor (the next is %s)", end, t.Begin, Quote(t.Name))
 		}
 		end = t.End
 	}
