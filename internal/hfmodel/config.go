@@ -2,24 +2,45 @@ package hfmodel
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/safetensors"
 )
 
 // object is a JSON object whose values are decoded when asked for.
 type object map[string]json.RawMessage
 
+// parseObject decodes a JSON object. Its errors say where the JSON breaks, never what
+// it holds there: the file may be a link's target, or anything a user put in its place.
 func parseObject(data []byte) (object, error) {
 	var o object
 	if err := json.Unmarshal(data, &o); err != nil {
-		return nil, err
+		return nil, jsonError(err)
 	}
 	if o == nil {
-		return nil, fmt.Errorf("not a JSON object")
+		return nil, errors.New("not a JSON object")
 	}
 	return o, nil
+}
+
+// jsonError words a decoding error without the text the decoder quotes (the character
+// where the syntax breaks, a number it cannot hold).
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Errorf("not valid JSON (at byte %d)", syntax.Offset)
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Errorf("not valid: %s holds a value of the wrong type", safetensors.Quote(typ.Field))
+	case errors.As(err, &typ):
+		return errors.New("not a JSON object")
+	}
+	return errors.New("not valid JSON")
 }
 
 // sub returns the object under key, or nil.
@@ -178,7 +199,7 @@ func layerKinds(c textConfig, layers int) ([]LayerKind, []string) {
 			case "linear_attention":
 				kinds[i] = LayerLinear
 			default:
-				if !slices.Contains(problems, t) {
+				if !slices.Contains(problems, t) && len(problems) <= maxQuotedTypes {
 					problems = append(problems, t)
 				}
 			}
@@ -227,10 +248,18 @@ func layerKinds(c textConfig, layers int) ([]LayerKind, []string) {
 	return kinds, nil
 }
 
+// maxQuotedTypes is how many unknown layer types a message names.
+const maxQuotedTypes = 4
+
+// quoteAll quotes names read from config.json, the first maxQuotedTypes of them.
 func quoteAll(s []string) string {
-	q := make([]string, len(s))
+	var q []string
 	for i, x := range s {
-		q[i] = fmt.Sprintf("%q", x)
+		if i == maxQuotedTypes {
+			q = append(q, "and more")
+			break
+		}
+		q = append(q, safetensors.Quote(x))
 	}
 	return strings.Join(q, ", ")
 }

@@ -165,14 +165,11 @@ func LoadConfig(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	top, err := parseObject(data)
+	m, top, err := parseConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", cfgPath, err)
-	}
-	m := &Model{Dir: dir, Name: filepath.Base(filepath.Clean(dir))}
-	if err := m.readConfig(top); err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
+	m.Dir, m.Name = dir, filepath.Base(filepath.Clean(dir))
 	if err := m.readQuant(dir, top); err != nil {
 		return nil, err
 	}
@@ -182,15 +179,43 @@ func LoadConfig(dir string) (*Model, error) {
 	return m, nil
 }
 
+// ParseConfig reads a config.json's bytes: the model's shape, and the quantisation
+// config.json gives (not hf_quant_config.json, which is a file of its own). Its Weights
+// are empty.
+func ParseConfig(data []byte) (*Model, error) {
+	m, top, err := parseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	m.readConfigQuant(top)
+	return m, nil
+}
+
+func parseConfig(data []byte) (*Model, object, error) {
+	top, err := parseObject(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &Model{}
+	if err := m.readConfig(top); err != nil {
+		return nil, nil, err
+	}
+	return m, top, nil
+}
+
 func (m *Model) readConfig(top object) error {
 	c := newTextConfig(top)
+	if err := checkBounds(c); err != nil {
+		return err
+	}
 	if a := top.strings("architectures"); len(a) > 0 {
-		m.Architecture = a[0]
+		m.Architecture = printable(a[0])
 	}
 	m.ModelType = c.text.str("model_type")
 	if m.ModelType == "" {
 		m.ModelType = top.str("model_type")
 	}
+	m.ModelType = printable(m.ModelType)
 	var missing []string
 	need := func(key string) int {
 		v, ok := c.int(key)
@@ -222,6 +247,7 @@ func (m *Model) readConfig(top object) error {
 	if m.DType == "" {
 		m.DType = c.str("dtype")
 	}
+	m.DType = printable(m.DType)
 	if b, ok := dtypeBytes(m.DType); ok {
 		m.DTypeBytes = b
 	} else {
@@ -275,7 +301,7 @@ func (m *Model) readConfig(top object) error {
 			KeyDim: need("linear_key_head_dim"), ValueDim: need("linear_value_head_dim"),
 			ConvKernel: need("linear_conv_kernel_dim"),
 		}
-		l.StateDType = c.str("mamba_ssm_dtype")
+		l.StateDType = printable(c.str("mamba_ssm_dtype"))
 		if b, ok := dtypeBytes(l.StateDType); ok {
 			l.StateBytes = b
 		} else {
@@ -294,16 +320,22 @@ func (c textConfig) firstIntValue(keys ...string) (int, bool) {
 	return v, ok
 }
 
-// readQuant takes the quantisation from config.json's quantization_config (or
-// compression_config), else from hf_quant_config.json, Model Optimizer's file.
-func (m *Model) readQuant(dir string, top object) error {
+// readConfigQuant takes the quantisation from config.json's quantization_config (or
+// compression_config).
+func (m *Model) readConfigQuant(top object) {
 	c := newTextConfig(top)
 	for _, key := range []string{"quantization_config", "compression_config"} {
 		if o, ok := c.lookup(key); ok {
 			m.Quant = parseQuant(o.sub(key), "config.json "+key)
-			break
+			return
 		}
 	}
+}
+
+// readQuant takes the quantisation from config.json, else from hf_quant_config.json,
+// Model Optimizer's file.
+func (m *Model) readQuant(dir string, top object) error {
+	m.readConfigQuant(top)
 	p := filepath.Join(dir, "hf_quant_config.json")
 	data, err := host.ReadUserFile(p, MaxConfigBytes, "a model's hf_quant_config.json")
 	if errors.Is(err, fs.ErrNotExist) {

@@ -54,7 +54,7 @@ func (q Quant) Label() string {
 // compressed-tensors (config_groups with weights of num_bits, type and group_size).
 func parseQuant(q object, source string) Quant {
 	out := Quant{Source: source}
-	method := strings.ToLower(q.str("quant_method"))
+	method := printable(strings.ToLower(q.str("quant_method")))
 	switch method {
 	case "fp8":
 		out.Scheme, out.Bits = "fp8", 8
@@ -88,7 +88,7 @@ func parseQuant(q object, source string) Quant {
 // 16 with FP8 scales) or FP8, and kv_cache_quant_algo.
 func modelOpt(q object, source string) Quant {
 	out := Quant{Source: source}
-	switch algo := strings.ToUpper(q.str("quant_algo")); algo {
+	switch algo := printable(strings.ToUpper(q.str("quant_algo"))); algo {
 	case "NVFP4", "W4A16_NVFP4", "NVFP4_AWQ":
 		out.Scheme, out.Bits, out.GroupSize = "nvfp4", 4, 16
 	case "FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO":
