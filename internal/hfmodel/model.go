@@ -10,11 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/gpusplit/gpusplit/internal/host"
 )
 
 // LayerKind is the attention of one decoder layer.
@@ -130,13 +127,19 @@ func (m *Model) Attention() string {
 
 // Load reads the model in dir: config.json (required), the quantisation config, and the
 // header of every safetensors shard. config.json is read whole, capped; of the shards
-// only the headers.
+// only the headers. Every file is read inside dir (see modelDir): a link out of it is
+// refused, as is what is not a regular file.
 func Load(dir string) (*Model, error) {
-	m, err := LoadConfig(dir)
+	d, err := openModelDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	w, notes, err := readWeights(dir, m.Layers)
+	defer d.Close()
+	m, err := loadConfig(d)
+	if err != nil {
+		return nil, err
+	}
+	w, notes, err := readWeights(d, m.Layers)
 	if err != nil {
 		return nil, err
 	}
@@ -150,27 +153,29 @@ func Load(dir string) (*Model, error) {
 
 // LoadConfig reads what Load reads but the shards: the model's shape and quantisation.
 func LoadConfig(dir string) (*Model, error) {
-	st, err := os.Stat(dir)
+	d, err := openModelDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory: give the model's directory, the one holding config.json and the safetensors files", dir)
-	}
-	cfgPath := filepath.Join(dir, "config.json")
-	data, err := host.ReadUserFile(cfgPath, MaxConfigBytes, "a model's config.json")
+	defer d.Close()
+	return loadConfig(d)
+}
+
+func loadConfig(d *modelDir) (*Model, error) {
+	data, err := d.readFile("config.json", MaxConfigBytes, "a model's config.json")
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s has no config.json: not a Hugging Face model directory", dir)
+		return nil, fmt.Errorf("%s has no config.json: not a Hugging Face model directory", d.path)
 	}
 	if err != nil {
 		return nil, err
 	}
+	cfgPath := d.show("config.json")
 	m, top, err := parseConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
-	m.Dir, m.Name = dir, filepath.Base(filepath.Clean(dir))
-	if err := m.readQuant(dir, top); err != nil {
+	m.Dir, m.Name = d.path, filepath.Base(filepath.Clean(d.path))
+	if err := m.readQuant(d, top); err != nil {
 		return nil, err
 	}
 	if m.DTypeBytes == 4 {
@@ -334,10 +339,9 @@ func (m *Model) readConfigQuant(top object) {
 
 // readQuant takes the quantisation from config.json, else from hf_quant_config.json,
 // Model Optimizer's file.
-func (m *Model) readQuant(dir string, top object) error {
+func (m *Model) readQuant(d *modelDir, top object) error {
 	m.readConfigQuant(top)
-	p := filepath.Join(dir, "hf_quant_config.json")
-	data, err := host.ReadUserFile(p, MaxConfigBytes, "a model's hf_quant_config.json")
+	data, err := d.readFile("hf_quant_config.json", MaxConfigBytes, "a model's hf_quant_config.json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -346,7 +350,7 @@ func (m *Model) readQuant(dir string, top object) error {
 	}
 	o, err := parseObject(data)
 	if err != nil {
-		return fmt.Errorf("%s: %v", p, err)
+		return fmt.Errorf("%s: %v", d.show("hf_quant_config.json"), err)
 	}
 	q := modelOpt(o.sub("quantization"), "hf_quant_config.json")
 	switch {

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/safetensors"
@@ -140,19 +138,20 @@ type index struct {
 // load, and its sum would be wrong. The index's total_size is not trusted (exporters
 // write the files' sizes, or 0); the headers are summed instead, and a total_size that
 // differs is said.
-func readWeights(dir string, layers int) (Weights, []string, error) {
+func readWeights(d *modelDir, layers int) (Weights, []string, error) {
 	w := Weights{Layers: make([]LayerBytes, max(layers, 0)), ByDType: map[string]int64{}}
 	var notes []string
 	var shards []string
 	var wmap map[string]string
 	var claimed *int64
-	indexPath := filepath.Join(dir, "model.safetensors.index.json")
-	data, err := host.ReadUserFile(indexPath, MaxIndexBytes, "a safetensors index")
+	const indexName = "model.safetensors.index.json"
+	indexPath := d.show(indexName)
+	data, err := d.readFile(indexName, MaxIndexBytes, "a safetensors index")
 	switch {
 	case err == nil:
 		var ix index
 		if err := json.Unmarshal(data, &ix); err != nil {
-			return w, nil, fmt.Errorf("%s: %v", indexPath, err)
+			return w, nil, fmt.Errorf("%s: %v", indexPath, jsonError(err))
 		}
 		if len(ix.WeightMap) == 0 {
 			return w, nil, fmt.Errorf("%s: its weight_map is empty", indexPath)
@@ -172,16 +171,15 @@ func readWeights(dir string, layers int) (Weights, []string, error) {
 			}
 		}
 	case errors.Is(err, fs.ErrNotExist):
-		if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err == nil {
+		if d.exists("model.safetensors") {
 			shards = []string{"model.safetensors"}
 			break
 		}
-		matches, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-		for _, m := range matches {
-			shards = append(shards, filepath.Base(m))
+		if shards, err = d.list(".safetensors"); err != nil {
+			return w, nil, err
 		}
 		if len(shards) == 0 {
-			return w, nil, fmt.Errorf("%s holds no safetensors weights (no model.safetensors.index.json, model.safetensors or *.safetensors): gpusplit sizes weights from safetensors headers only", dir)
+			return w, nil, fmt.Errorf("%s holds no safetensors weights (no model.safetensors.index.json, model.safetensors or *.safetensors): gpusplit sizes weights from safetensors headers only", d.path)
 		}
 		notes = append(notes, fmt.Sprintf("no model.safetensors.index.json: every *.safetensors file of the directory is counted (%s)", plural.S(len(shards), "file")))
 	default:
@@ -189,7 +187,7 @@ func readWeights(dir string, layers int) (Weights, []string, error) {
 	}
 	unknown := map[string]bool{}
 	for _, s := range shards {
-		f, err := safetensors.ReadFile(filepath.Join(dir, s))
+		f, err := readShard(d, s)
 		if err != nil {
 			return w, nil, err
 		}
@@ -236,6 +234,16 @@ func readWeights(dir string, layers int) (Weights, []string, error) {
 		notes = append(notes, fmt.Sprintf("%s of %d %s headers alone: the sizes are the headers' (exact), the weights are not on this machine", plural.S(w.HeaderOnly, "shard"), w.Shards, isAre(w.HeaderOnly)))
 	}
 	return w, notes, nil
+}
+
+// readShard reads the header of the shard name of d.
+func readShard(d *modelDir, name string) (*safetensors.File, error) {
+	f, err := d.open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return safetensors.ReadFile(f, d.show(name))
 }
 
 func isAre(n int) string {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // Extent says how much of a file's data buffer is there.
@@ -29,49 +28,35 @@ type File struct {
 	Size   int64
 }
 
-// ReadFile reads the header of the safetensors file at path, and never its tensors.
+// ReadFile reads the header of the safetensors file f, and never its tensors; name is
+// the file as messages give it. The caller opens f, and so decides which files may be
+// read and through which links (hfmodel opens a model's files inside its directory).
 // Only a regular file is read: a FIFO would hang the read and a device could feed it
 // anything. A file whose length is neither that of its header alone nor that of its
 // header and data is an error that says which: a partial download, or bytes after the
 // data buffer.
-func ReadFile(path string) (*File, error) {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return nil, err
-	}
-	st, err := os.Stat(real)
+func ReadFile(f *os.File, name string) (*File, error) {
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
-	}
-	f, err := openNonBlocking(real)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// The open may have raced a swap of the file: what was opened is checked again.
-	if st, err = f.Stat(); err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+		return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("not a regular file")}
 	}
 	h, err := Read(bufio.NewReaderSize(f, 64<<10))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	out := &File{Path: path, Header: h, Size: st.Size()}
+	out := &File{Path: name, Header: h, Size: st.Size()}
 	switch size, full := st.Size(), h.FileBytes(); {
 	case size == full:
 		out.Extent = Complete
 	case size == 8+h.Length && h.DataBytes > 0:
 		out.Extent = HeaderOnly
 	case size < full:
-		return nil, fmt.Errorf("%s: %d bytes long, but its header describes %d: a partial download or a truncated copy", path, size, full)
+		return nil, fmt.Errorf("%s: %d bytes long, but its header describes %d: a partial download or a truncated copy", name, size, full)
 	default:
-		return nil, fmt.Errorf("%s: %d bytes long, %d more than its header describes: not a file the safetensors writer made", path, size, size-full)
+		return nil, fmt.Errorf("%s: %d bytes long, %d more than its header describes: not a file the safetensors writer made", name, size, size-full)
 	}
 	return out, nil
 }

@@ -206,6 +206,16 @@ func TestWriteHeaderRoundTrip(t *testing.T) {
 	}
 }
 
+// readPath opens p as a caller would, without blocking on a FIFO, and reads its header.
+func readPath(p string) (*File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadFile(f, p)
+}
+
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, truncate int64) string {
@@ -233,29 +243,29 @@ func TestReadFile(t *testing.T) {
 		return p
 	}
 	full := write("full.safetensors", 0)
-	f, err := ReadFile(full)
+	f, err := readPath(full)
 	if err != nil || f.Extent != Complete || f.Header.DataBytes != 1024*1024*2 {
 		t.Fatalf("%+v, %v", f, err)
 	}
 	headerOnly := write("header.safetensors", -1)
-	if f, err := ReadFile(headerOnly); err != nil || f.Extent != HeaderOnly {
+	if f, err := readPath(headerOnly); err != nil || f.Extent != HeaderOnly {
 		t.Fatalf("header only: %+v, %v", f, err)
 	}
-	if _, err := ReadFile(write("partial.safetensors", 100)); err == nil || !strings.Contains(err.Error(), "partial download") {
+	if _, err := readPath(write("partial.safetensors", 100)); err == nil || !strings.Contains(err.Error(), "partial download") {
 		t.Errorf("partial: %v", err)
 	}
 	long := write("long.safetensors", 0)
 	if err := os.Truncate(long, 8+1000000+2*1024*1024); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadFile(long); err == nil || !strings.Contains(err.Error(), "more than its header describes") {
+	if _, err := readPath(long); err == nil || !strings.Contains(err.Error(), "more than its header describes") {
 		t.Errorf("long: %v", err)
 	}
 	fifo := filepath.Join(dir, "fifo.safetensors")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skip(err)
 	}
-	if _, err := ReadFile(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := readPath(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("fifo: %v", err)
 	}
 }
