@@ -263,3 +263,58 @@ func TestModelFilesRegular(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightsBound: header-only shards may claim any size; their sum is refused past
+// MaxWeightBytes instead of wrapping past int64 (17 shards of 2^59 bytes made the
+// total negative, and a negative weight fits anywhere).
+func TestWeightsBound(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(smallConfig), 0o644)
+	for i, name := range strings.Split("abcdefghijklmnopq", "") {
+		writeShard(t, filepath.Join(dir, name+".safetensors"), []safetensors.Spec{{Name: "model.layers." + string(rune('0'+i%2)) + ".mlp." + name + ".weight", DType: "U8", Shape: []int64{1 << 29, 1 << 30}}}, true)
+	}
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "add up to more than 70368744177664 bytes (64 TiB)") {
+		t.Fatalf("%v", err)
+	}
+	// At the bound, it loads.
+	dir = t.TempDir()
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(smallConfig), 0o644)
+	writeShard(t, filepath.Join(dir, "model.safetensors"), []safetensors.Spec{{Name: "model.layers.0.mlp.w", DType: "U8", Shape: []int64{1 << 23, 1 << 23}}}, true)
+	if m, err := Load(dir); err != nil || m.Weights.Total != MaxWeightBytes {
+		t.Errorf("%v", err)
+	}
+	// One byte more, in another shard, is refused.
+	writeShard(t, filepath.Join(dir, "model-2.safetensors"), []safetensors.Spec{{Name: "model.layers.1.mlp.w", DType: "U8", Shape: []int64{1}}}, true)
+	os.Rename(filepath.Join(dir, "model.safetensors"), filepath.Join(dir, "model-1.safetensors"))
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "add up to more than 70368744177664 bytes") {
+		t.Errorf("a byte past the bound: %v", err)
+	}
+}
+
+// TestUnknownDTypesNoted: tensors of dtypes gpusplit does not know are counted and said
+// once per dtype over all the shards, not once per tensor.
+func TestUnknownDTypesNoted(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(smallConfig), 0o644)
+	for _, name := range []string{"a", "b"} {
+		p := filepath.Join(dir, name+".safetensors")
+		raw := `{"model.layers.0.` + name + `1":{"dtype":"F3_NEW","shape":[8],"data_offsets":[0,3]},"model.layers.0.` + name + `2":{"dtype":"F3_NEW","shape":[8],"data_offsets":[3,6]}}`
+		var prefix [8]byte
+		prefix[0] = byte(len(raw))
+		os.WriteFile(p, append(append(prefix[:], raw...), make([]byte, 6)...), 0o644)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, n := range m.Notes {
+		if strings.Contains(n, "F3_NEW") {
+			said = append(said, n)
+		}
+	}
+	if len(said) != 1 || said[0] != `4 tensors of dtype "F3_NEW", which gpusplit does not know: counted by their offsets, 12 bytes` {
+		t.Errorf("%q", said)
+	}
+}

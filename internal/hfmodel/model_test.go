@@ -320,7 +320,7 @@ func TestIndexChecks(t *testing.T) {
 		specs []checkpoint.Spec
 		want  string
 	}{
-		{"a tensor missing", attn()[1:], "the index lists 1 tensor that no shard holds (model.layers.0.self_attn.q_a_proj.weight, in model-00001-of-00001.safetensors)"},
+		{"a tensor missing", attn()[1:], `the index lists 1 tensor that no shard holds ("model.layers.0.self_attn.q_a_proj.weight", in "model-00001-of-00001.safetensors")`},
 		{"a tensor too many", append(attn(), checkpoint.Spec{Name: "model.norm.weight", DType: "BF16", Shape: []int64{7168}}), `holds tensor "model.norm.weight", which the index does not list`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -132,7 +132,18 @@ type index struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-// readWeights reads the header of every shard of dir: the ones model.safetensors.index.json
+// MaxWeightBytes bounds the bytes of a checkpoint's tensors: a 1.6-trillion-parameter
+// model (Switch-C, the most experts of any published config) stored in float32 is 6.4
+// TB; 64 TiB is ten times that. Headers are what is summed, and a header-only copy
+// can claim any size: past the bound the sums are refused before they could overflow.
+const MaxWeightBytes int64 = 1 << 46
+
+// maxDTypes bounds the dtypes a checkpoint's tensors use, all shards together: a real
+// one uses a handful (BF16, F32 scales, U8 packs, F8_E4M3), and the safetensors enum
+// has 25.
+const maxDTypes = 64
+
+// readWeights reads the header of every shard of d: the ones model.safetensors.index.json
 // names, else model.safetensors, else every *.safetensors file. Names the index lists
 // and the shards lack, or the other way round, are errors: such a checkpoint does not
 // load, and its sum would be wrong. The index's total_size is not trusted (exporters
@@ -167,7 +178,10 @@ func readWeights(d *modelDir, layers int) (Weights, []string, error) {
 		slices.Sort(shards)
 		for _, s := range shards {
 			if s != filepath.Base(s) || !filepath.IsLocal(s) {
-				return w, nil, fmt.Errorf("%s names the shard %q, outside the model's directory", indexPath, s)
+				return w, nil, fmt.Errorf("%s names the shard %s, outside the model's directory", indexPath, safetensors.Quote(s))
+			}
+			if strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+				return w, nil, fmt.Errorf("%s names the shard %s, not a plain file name", indexPath, safetensors.Quote(s))
 			}
 		}
 	case errors.Is(err, fs.ErrNotExist):
@@ -185,7 +199,8 @@ func readWeights(d *modelDir, layers int) (Weights, []string, error) {
 	default:
 		return w, nil, err
 	}
-	unknown := map[string]bool{}
+	type tally struct{ tensors, bytes int64 }
+	unknown := map[string]*tally{}
 	for _, s := range shards {
 		f, err := readShard(d, s)
 		if err != nil {
@@ -195,24 +210,29 @@ func readWeights(d *modelDir, layers int) (Weights, []string, error) {
 		if f.Extent == safetensors.HeaderOnly {
 			w.HeaderOnly++
 		}
-		for _, msg := range f.Header.Warnings {
-			if !unknown[msg] {
-				unknown[msg] = true
-				notes = append(notes, s+": "+msg)
-			}
-		}
 		for _, t := range f.Header.Tensors {
 			if wmap != nil {
 				want, listed := wmap[t.Name]
 				switch {
 				case !listed:
-					return w, nil, fmt.Errorf("%s holds tensor %q, which the index does not list: the index and the shards are of different checkpoints", s, t.Name)
+					return w, nil, fmt.Errorf("%s holds tensor %s, which the index does not list: the index and the shards are of different checkpoints", s, safetensors.Quote(t.Name))
 				case want != s:
-					return w, nil, fmt.Errorf("%s holds tensor %q, which the index puts in %s", s, t.Name, want)
+					return w, nil, fmt.Errorf("%s holds tensor %s, which the index puts in %s", s, safetensors.Quote(t.Name), safetensors.Quote(want))
 				}
 				delete(wmap, t.Name)
 			}
-			w.add(t, layers)
+			if err := w.add(t, layers); err != nil {
+				return w, nil, fmt.Errorf("%s: %w", s, err)
+			}
+			if _, known := safetensors.Bits(t.DType); !known {
+				u := unknown[t.DType]
+				if u == nil {
+					u = &tally{}
+					unknown[t.DType] = u
+				}
+				u.tensors++
+				u.bytes += t.Bytes()
+			}
 		}
 	}
 	if len(wmap) > 0 {
@@ -221,7 +241,16 @@ func readWeights(d *modelDir, layers int) (Weights, []string, error) {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return w, nil, fmt.Errorf("the index lists %s that no shard holds (%s, in %s): a shard is missing or from another checkpoint", plural.S(len(names), "tensor"), names[0], wmapFile(names[0], data))
+		return w, nil, fmt.Errorf("the index lists %s that no shard holds (%s, in %s): a shard is missing or from another checkpoint", plural.S(len(names), "tensor"), safetensors.Quote(names[0]), wmapFile(names[0], data))
+	}
+	dtypes := make([]string, 0, len(unknown))
+	for dt := range unknown {
+		dtypes = append(dtypes, dt)
+	}
+	slices.Sort(dtypes)
+	for _, dt := range dtypes {
+		u := unknown[dt]
+		notes = append(notes, fmt.Sprintf("%s of dtype %s, which gpusplit does not know: counted by their offsets, %d bytes", plural.S(int(u.tensors), "tensor"), safetensors.Quote(dt), u.bytes))
 	}
 	if claimed != nil && *claimed != w.Total {
 		if *claimed == 0 {
@@ -253,20 +282,28 @@ func isAre(n int) string {
 	return "are their"
 }
 
-// wmapFile finds the shard the index gave name, for the message; the map itself was
-// emptied as the shards were read.
+// wmapFile finds the shard the index gave name, quoted for the message; the map itself
+// was emptied as the shards were read.
 func wmapFile(name string, data []byte) string {
 	var ix index
 	if json.Unmarshal(data, &ix) == nil {
 		if f, ok := ix.WeightMap[name]; ok {
-			return f
+			return safetensors.Quote(f)
 		}
 	}
 	return "the index"
 }
 
-func (w *Weights) add(t safetensors.Tensor, layers int) {
+// add counts t's bytes where t goes. Every sum is of parts of Total, which is kept
+// within MaxWeightBytes: none can overflow.
+func (w *Weights) add(t safetensors.Tensor, layers int) error {
 	n := t.Bytes()
+	if n > MaxWeightBytes-w.Total {
+		return fmt.Errorf("with tensor %s the tensors add up to more than %d bytes (64 TiB), the most gpusplit accepts (ten times a 1.6-trillion-parameter model in float32): no real checkpoint's headers", safetensors.Quote(t.Name), MaxWeightBytes)
+	}
+	if _, ok := w.ByDType[t.DType]; !ok && len(w.ByDType) == maxDTypes {
+		return fmt.Errorf("tensor %s: more than %d dtypes in one checkpoint: no real checkpoint's headers", safetensors.Quote(t.Name), maxDTypes)
+	}
 	w.Total += n
 	w.Tensors++
 	w.ByDType[t.DType] += n
@@ -289,6 +326,7 @@ func (w *Weights) add(t safetensors.Tensor, layers int) {
 	case partMTP:
 		w.MTP += n
 	}
+	return nil
 }
 
 // Serving is what an engine loads without speculative decoding: everything but the
