@@ -305,7 +305,11 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 	}
 	g.warn(inv.Warnings)
 
-	doc := &fitDoc{Host: h.Root(), Model: modelJSON(m, kv), Engine: string(engine), KVDType: kv.Name, KVDTypeFrom: kv.From, Sets: []fitSetJSON{}, Notes: []string{}}
+	mj, err := modelJSON(m, kv)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	doc := &fitDoc{Host: h.Root(), Model: mj, Engine: string(engine), KVDType: kv.Name, KVDTypeFrom: kv.From, Sets: []fitSetJSON{}, Notes: []string{}}
 	if kv.Bytes == 2 && m.Quant.KVCache == "fp8" && kv.From != "--kv-dtype" {
 		doc.Notes = append(doc.Notes, "the checkpoint ships FP8 KV-cache scales: --kv-dtype fp8 (as the engine is told with --kv-cache-dtype fp8) halves the cache per token")
 	}
@@ -497,7 +501,7 @@ func fillSet(js *fitSetJSON, res *fit.Result) {
 	}
 }
 
-func modelJSON(m *hfmodel.Model, kv fit.KVDType) fitModelJSON {
+func modelJSON(m *hfmodel.Model, kv fit.KVDType) (fitModelJSON, error) {
 	j := fitModelJSON{
 		Path: m.Dir, Name: m.Name, Architecture: m.Architecture, ModelType: m.ModelType, Attention: m.Attention(),
 		Layers: m.Layers, FullLayers: m.Count(hfmodel.LayerFull), SlidingLayers: m.Count(hfmodel.LayerSliding), LinearLayers: m.Count(hfmodel.LayerLinear),
@@ -511,13 +515,16 @@ func modelJSON(m *hfmodel.Model, kv fit.KVDType) fitModelJSON {
 		j.KVLoraRank, j.RopeDim = m.MLA.KVLoraRank, m.MLA.RopeDim
 	}
 	if len(m.Missing) == 0 {
-		j.KVBytesPerToken, j.StateBytesPerSeq = fit.ModelKV(m, kv)
+		var err error
+		if j.KVBytesPerToken, j.StateBytesPerSeq, err = fit.ModelKV(m, kv); err != nil {
+			return j, err
+		}
 		j.KVBytesPerTokenFrom = "config.json"
 	}
 	if j.BytesByDType == nil {
 		j.BytesByDType = map[string]int64{}
 	}
-	return j
+	return j, nil
 }
 
 // writeFit prints the fit: the model, then each set of GPUs with its placements.

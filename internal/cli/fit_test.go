@@ -252,3 +252,69 @@ type sampleGPUs struct{ *p2ptest.Fake }
 func (s sampleGPUs) GPUs() ([]p2p.GPU, error) {
 	return []p2p.GPU{{Index: 0, Name: "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", Address: "0000:01:00.0", SM: 120, Memory: 95 << 30}}, nil
 }
+
+// TestFitRefusesUntrustedModel: fit trusts nothing of a model directory a user filled,
+// as root may run it on one. Each case was a crash, a wrapped verdict or a leak:
+// num_hidden_layers 4e18 panicked in makeslice; KV heads of 2^62 printed "fits" on a
+// product wrapped past int64; a config within every bound whose KV cache of one
+// sequence passes int64 gave a verdict; model.safetensors linked to a file outside the
+// directory printed that file's first 8 bytes as a header length.
+func TestFitRefusesUntrustedModel(t *testing.T) {
+	model := func(t *testing.T, config string) string {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644)
+		f, err := os.Create(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := safetensors.WriteHeader(f, []safetensors.Spec{{Name: "model.layers.0.self_attn.q_proj.weight", DType: "BF16", Shape: []int64{64, 64}}}, nil)
+		off, _ := f.Seek(0, 1)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Truncate(f.Name(), off+n)
+		return dir
+	}
+	const shape = `"num_attention_heads": 8, "head_dim": 64, "max_position_embeddings": 4096`
+	for _, c := range []struct {
+		name, config string
+		want         string
+	}{
+		{"4e18 layers", `{"num_hidden_layers": 4e18, ` + shape + `}`, "num_hidden_layers is 4e+18, outside the 0 to 2048 gpusplit accepts"},
+		{"2e9 layers", `{"num_hidden_layers": 2e9, ` + shape + `}`, "num_hidden_layers is 2000000000, outside the 0 to 2048 gpusplit accepts"},
+		{"KV heads of 2^62", `{"num_hidden_layers": 2, "num_key_value_heads": 4611686018427387905, ` + shape + `}`, "num_key_value_heads is 4.611686018427388e+18, outside the 0 to 2048"},
+		{"head_dim of 2^62", `{"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 4611686018427387905, "max_position_embeddings": 4096}`, "head_dim is 4.611686018427388e+18, outside the 0 to 8192"},
+		{"a sequence past int64", `{"num_hidden_layers": 2048, "num_attention_heads": 4096, "num_key_value_heads": 2048, "head_dim": 8192, "max_position_embeddings": 268435456}`, "one sequence of 268435456 tokens at 137438953472 bytes of KV cache per token on one GPU"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, err := run(t, "--demo", "fit", "--model", model(t, c.config))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v, want %q\n%s", err, c.want, out)
+			}
+		})
+	}
+	t.Run("a link out of the directory", func(t *testing.T) {
+		dir := model(t, `{"num_hidden_layers": 2, `+shape+`}`)
+		shadow := filepath.Join(t.TempDir(), "shadow")
+		os.WriteFile(shadow, []byte("root:$6$Zx9bQw1e$Kq8s0mVt3L:19000:0:99999:7:::\n"), 0o600)
+		os.Remove(filepath.Join(dir, "model.safetensors"))
+		os.Symlink(shadow, filepath.Join(dir, "model.safetensors"))
+		_, _, err := run(t, "--demo", "fit", "--model", dir)
+		if err == nil || !strings.Contains(err.Error(), "a link out of the model's directory") || strings.Contains(err.Error(), "2609312867587944306") {
+			t.Errorf("%v", err)
+		}
+	})
+	t.Run("a GPU memory past int64", func(t *testing.T) {
+		_, _, err := run(t, "--demo", "fit", "--model", referenceModel, "--gpu-memory", "99999999999999999999TB")
+		if err == nil || !strings.Contains(err.Error(), "1 byte to 8 TiB") {
+			t.Errorf("%v", err)
+		}
+	})
+	t.Run("--kv-bytes-per-token past its bound", func(t *testing.T) {
+		_, _, err := run(t, "--demo", "fit", "--model", referenceModel, "--kv-bytes-per-token", "4611686018427387904")
+		if err == nil || !strings.Contains(err.Error(), "--kv-bytes-per-token 4611686018427387904 is more than the 1073741824 (1 GiB) gpusplit accepts") {
+			t.Errorf("%v", err)
+		}
+	})
+}

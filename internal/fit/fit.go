@@ -138,6 +138,9 @@ func Fit(m *hfmodel.Model, gpus []GPU, o Options) (*Result, error) {
 	if o.Context <= 0 || o.Concurrency <= 0 {
 		return nil, errors.New("the context and the concurrency must be positive")
 	}
+	if err := checkInputs(m, gpus, o); err != nil {
+		return nil, err
+	}
 	res := &Result{Recommended: -1, Notes: splitNotes(m)}
 	if m.MaxContext > 0 && o.Context > m.MaxContext {
 		res.Notes = append(res.Notes, fmt.Sprintf("the context of %d tokens is longer than the model's max_position_embeddings (%d)", o.Context, m.MaxContext))
@@ -162,7 +165,11 @@ func Fit(m *hfmodel.Model, gpus []GPU, o Options) (*Result, error) {
 				res.Impossible = append(res.Impossible, fmt.Sprintf("%s: %s", name(tp, pp), why))
 				continue
 			}
-			res.Placements = append(res.Placements, place(m, groups, tp, pp, o))
+			p, err := place(m, groups, tp, pp, o)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name(tp, pp), err)
+			}
+			res.Placements = append(res.Placements, p)
 		}
 	}
 	recommend(res, o)
@@ -262,11 +269,12 @@ func ppLayers(layers, pp int) []int {
 }
 
 // place works one placement out: groups[r·pp + s] is stage s of replica r.
-func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) Placement {
+func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) (Placement, error) {
 	p := Placement{TP: tp, PP: pp, Replicas: len(groups) / pp}
 	w := m.Weights
 	b := o.KV.Bytes
 	first := 0
+	var perSeq int64
 	for s, count := range ppLayers(m.Layers, pp) {
 		st := Stage{First: first, Last: first + count, Memory: math.MaxInt64}
 		first += count
@@ -281,27 +289,39 @@ func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) Placement {
 		st.Nodes = nodesOf(groups[s])
 		// The layers' matrices and experts split over the TP ranks; what every rank
 		// keeps whole does not.
-		var split, whole int64
+		var split, whole sum
 		for i := st.First; i < st.Last; i++ {
 			l := w.Layers[i]
-			split += l.Split + l.Experts
-			whole += l.Replicated
+			split.add(l.Split, l.Experts)
+			whole.add(l.Replicated)
 		}
 		if s == 0 {
-			split += w.Embed + w.Vision
+			split.add(w.Embed, w.Vision)
 		}
 		if s == pp-1 {
-			split += w.LMHead
-			whole += w.Final
+			split.add(w.LMHead)
+			whole.add(w.Final)
 			if m.Tied && pp > 1 {
 				// Tied embeddings are stored once; the last stage needs its own copy.
-				split += w.Embed
+				split.add(w.Embed)
 			}
 		}
-		st.Weights = ceilDiv(split, int64(tp)) + whole
+		var weights sum
+		weights.add(ceilDiv(split.n, int64(tp)), whole.n)
+		if split.bad || whole.bad || weights.bad || weights.n > hfmodel.MaxWeightBytes {
+			return p, tooLarge("the weights of stage %d pass %d bytes, the most hfmodel accepts", s, hfmodel.MaxWeightBytes)
+		}
+		st.Weights = weights.n
 		st.Budget = budget(o.Engine, st.Memory, tp, pp, m.MLA != nil, o.MemoryFraction)
 		st.KV = st.Memory - st.Weights - st.Budget.Reserve
-		st.kv = kvOf(m, st.First, st.Last, tp, b, o.KVBytesPerToken)
+		var err error
+		if st.kv, err = kvOf(m, st.First, st.Last, tp, b, o.KVBytesPerToken); err != nil {
+			return p, err
+		}
+		per, err := st.kv.perSequence(o.Context, m.SlidingWindow)
+		if err != nil {
+			return p, err
+		}
 		if st.KV > 0 {
 			if st.kv.PerToken > 0 {
 				st.Tokens = st.KV / st.kv.PerToken
@@ -312,21 +332,20 @@ func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) Placement {
 				// vLLM hands the cache out in blocks of 16 tokens.
 				st.Tokens -= st.Tokens % 16
 			}
-			if per := st.kv.perSequence(o.Context, m.SlidingWindow); per > 0 {
+			if per > 0 {
 				st.Sequences = st.KV / per
 			}
 		}
+		perSeq = max(perSeq, per)
 		p.Stages = append(p.Stages, st)
 	}
 	p.KV, p.Tokens, p.Sequences = math.MaxInt64, math.MaxInt64, math.MaxInt64
-	var perSeq int64
 	for i, st := range p.Stages {
 		p.Weights = max(p.Weights, st.Weights)
 		p.Reserve = max(p.Reserve, st.Budget.Reserve)
 		p.KV = min(p.KV, st.KV)
 		p.PerToken = max(p.PerToken, st.kv.PerToken)
 		p.State = max(p.State, st.kv.State)
-		perSeq = max(perSeq, st.kv.perSequence(o.Context, m.SlidingWindow))
 		p.Tokens = min(p.Tokens, max(st.Tokens, 0))
 		p.Sequences = min(p.Sequences, st.Sequences)
 		if len(st.Nodes) > 1 {
@@ -341,7 +360,7 @@ func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) Placement {
 	p.Sequences *= int64(p.Replicas)
 	p.Notes = placementNotes(m, tp, pp, p)
 	p.Verdict, p.Why = verdict(p, o)
-	return p
+	return p, nil
 }
 
 // PerToken is the KV bytes per token one rank of the stage holds, sliding layers

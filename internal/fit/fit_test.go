@@ -126,7 +126,10 @@ func TestKVPerToken(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s TP%d %s", c.model, c.tp, c.kv.Name), func(t *testing.T) {
 			m := config(t, c.model)
-			s := kvOf(m, 0, m.Layers, c.tp, c.kv.Bytes, 0)
+			s, err := kvOf(m, 0, m.Layers, c.tp, c.kv.Bytes, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if s.PerToken != c.perToken || s.SlidingPerToken != c.sliding || s.State != c.state {
 				t.Errorf("per token %d, sliding %d, state %d; want %d, %d, %d (%s)", s.PerToken, s.SlidingPerToken, s.State, c.perToken, c.sliding, c.state, c.description)
 			}
@@ -141,12 +144,15 @@ func TestKVPerToken(t *testing.T) {
 	}
 	// A sequence of 8192 tokens on Olmo holds the whole window on the sliding layers;
 	// one of 1000 tokens holds its 1000.
-	s := kvOf(config(t, "olmo-3.1-32b-instruct"), 0, 64, 1, 2, 0)
-	if got, want := s.perSequence(8192, 4096), int64(8192*65536+4096*196608); got != want {
-		t.Errorf("8192 tokens: %d, want %d", got, want)
+	s, err := kvOf(config(t, "olmo-3.1-32b-instruct"), 0, 64, 1, 2, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, want := s.perSequence(1000, 4096), int64(1000*65536+1000*196608); got != want {
-		t.Errorf("1000 tokens: %d, want %d", got, want)
+	if got, err := s.perSequence(8192, 4096); err != nil || got != int64(8192*65536+4096*196608) {
+		t.Errorf("8192 tokens: %d, %v; want %d", got, err, int64(8192*65536+4096*196608))
+	}
+	if got, err := s.perSequence(1000, 4096); err != nil || got != int64(1000*65536+1000*196608) {
+		t.Errorf("1000 tokens: %d, %v; want %d", got, err, int64(1000*65536+1000*196608))
 	}
 }
 
@@ -503,7 +509,9 @@ func TestParseSize(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want int64
-	}{{"96GB", 96_000_000_000}, {"97887MiB", 97887 * MiB}, {"80 GiB", 80 * GiB}, {"1.5TB", 1_500_000_000_000}, {"96", -1}, {"96 GBs", -1}, {"-3GB", -1}, {"GB", -1}} {
+	}{{"96GB", 96_000_000_000}, {"97887MiB", 97887 * MiB}, {"80 GiB", 80 * GiB}, {"1.5TB", 1_500_000_000_000}, {"96", -1}, {"96 GBs", -1}, {"-3GB", -1}, {"GB", -1},
+		// Past int64 the conversion would wrap: past 8 TiB is refused, as is less than a byte.
+		{"8TiB", 8 << 40}, {"8.001TiB", -1}, {"1e30TB", -1}, {"99999999999999999999TB", -1}, {"0.1B", -1}} {
 		got, err := ParseSize(c.in)
 		if c.want < 0 {
 			if err == nil {

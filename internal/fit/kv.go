@@ -58,8 +58,9 @@ type stageKV struct {
 
 // kvOf works the KV cache of layers [first, last) out for one TP rank, at b bytes per
 // element. override, when above 0, is the whole model's bytes per token at TP 1 and
-// stands for the per-token part, split evenly over the layers and the ranks.
-func kvOf(m *hfmodel.Model, first, last, tp int, b int, override int64) stageKV {
+// stands for the per-token part, split evenly over the layers and the ranks. Each
+// product is checked: one past int64 is ErrTooLarge.
+func kvOf(m *hfmodel.Model, first, last, tp int, b int, override int64) (stageKV, error) {
 	var s stageKV
 	for i := first; i < last; i++ {
 		switch m.Kinds[i] {
@@ -72,42 +73,95 @@ func kvOf(m *hfmodel.Model, first, last, tp int, b int, override int64) stageKV 
 		}
 	}
 	if override > 0 {
-		s.PerToken = override * int64(last-first) / int64(m.Layers) / int64(tp)
-		return s
+		n, ok := mul(override, int64(last-first))
+		if !ok {
+			return s, tooLarge("--kv-bytes-per-token %d over %d layers", override, last-first)
+		}
+		s.PerToken = n / int64(m.Layers) / int64(tp)
+		return s, nil
 	}
 	if m.MLA != nil {
 		// One latent of kv_lora_rank + qk_rope_head_dim per token and layer, whatever
 		// the TP size; DeepSeek-V3.2's indexer adds its FP8 keys and their scales.
-		perLayer := int64(m.MLA.KVLoraRank+m.MLA.RopeDim) * int64(b)
-		if d := m.MLA.IndexHeadDim; d > 0 {
-			perLayer += int64(d + d/128*4)
+		var width, perLayer sum
+		width.add(int64(m.MLA.KVLoraRank), int64(m.MLA.RopeDim))
+		latent, ok := mul(width.n, int64(b))
+		if !ok || width.bad {
+			return s, tooLarge("an MLA latent of kv_lora_rank %d + qk_rope_head_dim %d", m.MLA.KVLoraRank, m.MLA.RopeDim)
 		}
-		s.PerToken = int64(s.Full) * perLayer
-		return s
+		perLayer.add(latent)
+		if d := int64(m.MLA.IndexHeadDim); d > 0 {
+			perLayer.add(d, d/128*4)
+		}
+		var ok2 bool
+		if s.PerToken, ok2 = mul(int64(s.Full), perLayer.n); !ok2 || perLayer.bad {
+			return s, tooLarge("the latent cache per token of %d layers", s.Full)
+		}
+		return s, nil
 	}
 	// K and V of the rank's KV heads.
-	perLayer := 2 * int64(kvHeadsPerRank(m.KVHeads, tp)) * int64(m.HeadDim) * int64(b)
-	s.PerToken = int64(s.Full) * perLayer
-	s.SlidingPerToken = int64(s.Sliding) * perLayer
+	perLayer, ok := mul(2, int64(kvHeadsPerRank(m.KVHeads, tp)), int64(m.HeadDim), int64(b))
+	if !ok {
+		return s, tooLarge("2 × %d KV heads × head_dim %d × %d bytes", kvHeadsPerRank(m.KVHeads, tp), m.HeadDim, b)
+	}
+	var ok1, ok2 bool
+	s.PerToken, ok1 = mul(int64(s.Full), perLayer)
+	s.SlidingPerToken, ok2 = mul(int64(s.Sliding), perLayer)
+	if !ok1 || !ok2 {
+		return s, tooLarge("the KV cache per token of %d layers at %d bytes each", s.Full+s.Sliding, perLayer)
+	}
 	if l := m.Linear; l != nil && s.Linear > 0 {
 		// Gated DeltaNet, split by heads: the convolution state of the q, k and v
 		// channels over conv_kernel − 1 steps, in the model's dtype, and the recurrent
 		// state of value heads × key dim × value dim, in the state's dtype.
-		conv := int64(2*l.KeyHeads*l.KeyDim+l.ValueHeads*l.ValueDim) / int64(tp) * int64(l.ConvKernel-1) * int64(min(m.DTypeBytes, 2))
-		rec := int64(l.ValueHeads/tp) * int64(l.KeyDim) * int64(l.ValueDim) * int64(l.StateBytes)
-		s.State = int64(s.Linear) * (conv + rec)
+		qk, ok1 := mul(2, int64(l.KeyHeads), int64(l.KeyDim))
+		v, ok2 := mul(int64(l.ValueHeads), int64(l.ValueDim))
+		var channels sum
+		channels.add(qk, v)
+		conv, ok3 := mul(channels.n/int64(tp), int64(max(l.ConvKernel-1, 0)), int64(min(m.DTypeBytes, 2)))
+		rec, ok4 := mul(int64(l.ValueHeads/tp), int64(l.KeyDim), int64(l.ValueDim), int64(l.StateBytes))
+		var perLayer sum
+		perLayer.add(conv, rec)
+		state, ok5 := mul(int64(s.Linear), perLayer.n)
+		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || channels.bad || perLayer.bad {
+			return s, tooLarge("the linear-attention state of %d layers", s.Linear)
+		}
+		s.State = state
 	}
-	return s
+	return s, nil
 }
 
-// perSequence is what one sequence of ctx tokens takes of a rank's cache.
-func (s stageKV) perSequence(ctx, window int) int64 {
-	return s.PerToken*int64(ctx) + s.SlidingPerToken*int64(min(ctx, window)) + s.State
+// perSequence is what one sequence of ctx tokens takes of a rank's cache; a sequence
+// whose cache passes int64 is ErrTooLarge.
+func (s stageKV) perSequence(ctx, window int) (int64, error) {
+	full, ok1 := mul(s.PerToken, int64(ctx))
+	sliding, ok2 := mul(s.SlidingPerToken, int64(min(ctx, window)))
+	var t sum
+	t.add(full, sliding, s.State)
+	if !ok1 || !ok2 || t.bad {
+		sliding := ""
+		if s.SlidingPerToken > 0 {
+			sliding = fmt.Sprintf(", and %d per token of the window of %d on the sliding-window layers", s.SlidingPerToken, window)
+		}
+		return 0, tooLarge("one sequence of %d tokens at %d bytes of KV cache per token on one GPU%s; give a shorter --context", ctx, s.PerToken, sliding)
+	}
+	return t.n, nil
 }
 
 // ModelKV is the whole model's KV cache per token and its linear-attention state per
 // sequence at TP 1, in kv's dtype: the figures before any split.
-func ModelKV(m *hfmodel.Model, kv KVDType) (perToken, state int64) {
-	s := kvOf(m, 0, m.Layers, 1, kv.Bytes, 0)
-	return s.PerToken + s.SlidingPerToken, s.State
+func ModelKV(m *hfmodel.Model, kv KVDType) (perToken, state int64, err error) {
+	if len(m.Kinds) != m.Layers {
+		return 0, 0, fmt.Errorf("the model has %d layers but %d layer kinds", m.Layers, len(m.Kinds))
+	}
+	s, err := kvOf(m, 0, m.Layers, 1, kv.Bytes, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	var t sum
+	t.add(s.PerToken, s.SlidingPerToken)
+	if t.bad {
+		return 0, 0, tooLarge("the KV cache per token of %d layers", m.Layers)
+	}
+	return t.n, s.State, nil
 }

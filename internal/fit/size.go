@@ -27,5 +27,9 @@ func ParseSize(s string) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("%q: the unit is one of B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)", s)
 	}
+	// Compared as a float: converting one past int64 to int64 gives a wrong number.
+	if b := n * u; b > float64(MaxGPUMemory) || b < 1 {
+		return 0, fmt.Errorf("%q: a GPU's memory is 1 byte to 8 TiB for gpusplit (the largest GPUs have 288 GB)", s)
+	}
 	return int64(n * u), nil
 }
