@@ -29,6 +29,40 @@ func configWith(field, value string, nested bool) []byte {
 	return out
 }
 
+// TestBoundsDocumented: docs/fit.md's table of bounds is Bounds, row for row: the
+// names, the bound, the largest published value and where.
+func TestBoundsDocumented(t *testing.T) {
+	data, err := os.ReadFile("../../docs/fit.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) != 4 {
+			continue
+		}
+		names := strings.Fields(strings.NewReplacer("|", " ", "`", " ", "(", " ", ")", " ", ",", " ").Replace(cells[0]))
+		rows[names[0]] = append(names, cells[1:]...)
+	}
+	if len(rows) != len(Bounds) {
+		t.Errorf("%d rows in docs/fit.md, %d bounds", len(rows), len(Bounds))
+	}
+	figure := func(n int64) string {
+		s := strconv.FormatInt(n, 10)
+		for i := len(s) - 3; i > 0; i -= 3 {
+			s = s[:i] + "," + s[i:]
+		}
+		return s
+	}
+	for _, b := range Bounds {
+		want := append(append([]string{}, b.Fields...), figure(b.Max), figure(b.Largest), b.Seen+" |")
+		if got := rows[b.Fields[0]]; strings.Join(got, ";") != strings.Join(want, ";") {
+			t.Errorf("docs/fit.md has %q, Bounds %q", got, want)
+		}
+	}
+}
+
 // TestBounds: every field of Bounds, by each of its names, is read at its bound and
 // refused one past it and below 0, with the field, the value and the bound named.
 func TestBounds(t *testing.T) {
