@@ -321,7 +321,7 @@ func commandFiles() map[string][]File {
 			{"gpusplit-HOST-DATE.tar.gz", "Written: the archive, in the current directory unless the command line names another file (- for standard output)."},
 		},
 		"gpusplit fit": concatFiles(scanFiles(), []File{
-			{"DIR of --model: config.json, hf_quant_config.json, model.safetensors.index.json, *.safetensors", "Reads the model's config and index, and of each safetensors shard its header alone (the 8-byte length and the JSON it announces, at most 100 MB); never a tensor."},
+			{"DIR of --model: config.json, hf_quant_config.json, model.safetensors.index.json, *.safetensors", "Reads the model's config and index, and of each safetensors shard its header alone (the 8-byte length and the JSON it announces, at most 100 MB); never a tensor. Only regular files inside DIR: a relative link that stays inside is followed, a link out of it (or an absolute one) is refused."},
 			{plan.DefaultConfig, "With --ct or --vm: reads the desired state, for the GPUs the guest keeps after the split (--config names another file)."},
 			{"/etc/pve/nodes/*/lxc/ID.conf, /etc/pve/nodes/*/qemu-server/ID.conf", "With --ct or --vm: reads the guest's config, for the GPUs it has now."},
 			fileMappings, fileNodeName, fileKmsg,
