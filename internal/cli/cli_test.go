@@ -13,7 +13,7 @@ import (
 )
 
 // run executes gpusplit with args and returns its standard output, standard error and error.
-func run(t *testing.T, args ...string) (string, string, error) {
+func run(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := New(&out, &errOut)
@@ -22,7 +22,7 @@ func run(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-func mustRun(t *testing.T, args ...string) string {
+func mustRun(t testing.TB, args ...string) string {
 	t.Helper()
 	out, stderr, err := run(t, args...)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 
 // hookRoot is the sample host as a directory, with what apply's journal records of a
 // host, and nvidia-persistenced's unit installed; drop removes processes by pid.
-func hookRoot(t *testing.T, drop ...string) (string, *host.Host) {
+func hookRoot(t testing.TB, drop ...string) (string, *host.Host) {
 	t.Helper()
 	root := t.TempDir()
 	if err := samplehost.Unpack(root); err != nil {
@@ -53,7 +53,7 @@ func hookRoot(t *testing.T, drop ...string) (string, *host.Host) {
 // fakeServices records what the hook does to systemd units: systemd runs
 // nvidia-persistenced while its process (pid 2211 on the sample host) is there, and
 // stopping it takes that away. Making a device node makes /dev/nvidiaN in the tree.
-func fakeServices(t *testing.T, root string) *[]string {
+func fakeServices(t testing.TB, root string) *[]string {
 	t.Helper()
 	var calls []string
 	saved := hookServices
@@ -204,7 +204,7 @@ func TestHookVMStopLeavesAnotherVMsDevice(t *testing.T) {
 
 // mirroredHost is the sample host with its GPUs free (python3 of container 129 gone),
 // the services stood in for, and a kernel that shows each binding in the tree.
-func mirroredHost(t *testing.T) (string, *host.Host, *simKernel) {
+func mirroredHost(t testing.TB) (string, *host.Host, *simKernel) {
 	t.Helper()
 	root, h := hookRoot(t, "48213")
 	fakeServices(t, root)

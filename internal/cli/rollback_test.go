@@ -35,7 +35,7 @@ type simKernel struct {
 	info   map[pci.Address]string // the information files as the tree had them
 }
 
-func newSimKernel(t *testing.T, h *host.Host) *simKernel {
+func newSimKernel(t testing.TB, h *host.Host) *simKernel {
 	t.Helper()
 	k := &simKernel{sysfs: bind.Sysfs{H: h}, driver: map[pci.Address]string{}, override: map[pci.Address]string{}, natural: map[pci.Address]string{}}
 	names, err := h.ReadDir("/sys/bus/pci/devices")
@@ -57,7 +57,7 @@ func newSimKernel(t *testing.T, h *host.Host) *simKernel {
 }
 
 // use makes apply and rollback of this test run on k.
-func (k *simKernel) use(t *testing.T) {
+func (k *simKernel) use(t testing.TB) {
 	saved := openKernel
 	t.Cleanup(func() { openKernel = saved })
 	openKernel = func(*host.Host) (bind.Kernel, error) { return k, nil }
@@ -107,7 +107,7 @@ func (k *simKernel) Probe(a pci.Address) error {
 }
 
 // mirrorTo makes k write its bindings to the tree at root (see mirror).
-func (k *simKernel) mirrorTo(t *testing.T, root string) {
+func (k *simKernel) mirrorTo(t testing.TB, root string) {
 	t.Helper()
 	k.mirror, k.root, k.info = true, root, map[pci.Address]string{}
 	dir := filepath.Join(root, "proc/driver/nvidia/gpus")
