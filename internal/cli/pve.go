@@ -220,6 +220,15 @@ type syncMode struct {
 // errSyncStops ends a dry run that found reasons --apply would stop.
 var errSyncStops error = &errconst.Error{Text: "--apply would stop, for the reasons above; nothing was written"}
 
+// pveErr words a pve error's way out with the command line's flags: a check that found
+// what would stop the write says what --apply would do.
+func pveErr(err error) error {
+	if errors.Is(err, pve.ErrWouldStop) {
+		return errSyncStops
+	}
+	return err
+}
+
 // runSync computes the Proxmox changes of a planned split and checks them: the
 // refusals of the sync (results that cannot work, unless forced) and every condition
 // the writer would stop at. With apply it then writes them as one transaction.

@@ -455,7 +455,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 			if apply {
 				werr = writeHook(h, ch.write, ch.body, func() error {
 					var err error
-					doc.Files, doc.Problems, doc.Applied, err = writeGuest(h, "pve hook "+verb+" --apply", true, edit)
+					doc.Files, doc.Problems, doc.Applied, err = pve.WriteGuest(h, "pve hook "+verb+" --apply", true, edit)
 					return err
 				})
 				if werr == nil && doc.Removed != "" {
@@ -466,10 +466,10 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 					}
 				}
 			} else {
-				doc.Files, doc.Problems, doc.Applied, werr = writeGuest(h, "pve hook "+verb, false, edit)
+				doc.Files, doc.Problems, doc.Applied, werr = pve.WriteGuest(h, "pve hook "+verb, false, edit)
 				if refused != nil {
 					doc.Problems = append(doc.Problems, refused.Error())
-					werr = errSyncStops
+					werr = pve.ErrWouldStop
 				}
 			}
 			if doc.Problems == nil {
@@ -485,7 +485,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 				if err := g.writeJSON(doc); err != nil {
 					return err
 				}
-				return werr
+				return pveErr(werr)
 			}
 			w := g.stdout
 			if doc.Diff == "" && doc.Removed == "" && len(doc.Problems) == 0 {
@@ -516,7 +516,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 					fmt.Fprintf(w, "note: %s\n", n)
 				}
 			}
-			return werr
+			return pveErr(werr)
 		},
 	}
 	gf.register(cmd)

@@ -102,12 +102,12 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 			}
 			doc.Diff = pve.Diff(doc.Path, old, guest.String())
 			var werr error
-			doc.Files, doc.Problems, doc.Applied, werr = writeGuest(h, "pve p2p-clique --apply", apply, pve.Edit{Path: doc.Path, Old: old, New: guest.String()})
+			doc.Files, doc.Problems, doc.Applied, werr = pve.WriteGuest(h, "pve p2p-clique --apply", apply, pve.Edit{Path: doc.Path, Old: old, New: guest.String()})
 			if g.json() {
 				if err := g.writeJSON(doc); err != nil {
 					return err
 				}
-				return werr
+				return pveErr(werr)
 			}
 			fmt.Fprint(g.stdout, doc.Diff)
 			for _, n := range doc.Notes {
@@ -115,7 +115,7 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 			}
 			fmt.Fprintln(g.stdout, "# in the guest, after its next start: nvidia-smi topo -p2p r shows OK between these GPUs, and gpusplit p2p measures them")
 			printGuestWrite(g, h, doc.Path, apply, doc.Applied, doc.Problems)
-			return werr
+			return pveErr(werr)
 		},
 	}
 	f := cmd.Flags()

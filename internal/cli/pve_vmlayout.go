@@ -95,19 +95,19 @@ docs/vm-topology.md has the details.`,
 			}
 			doc := vmLayoutDoc{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes}
 			var werr error
-			doc.Files, doc.Problems, doc.Applied, werr = writeGuest(h, "pve vm-layout --apply", apply, pve.Edit{Path: path, Old: old, New: guest.String()})
+			doc.Files, doc.Problems, doc.Applied, werr = pve.WriteGuest(h, "pve vm-layout --apply", apply, pve.Edit{Path: path, Old: old, New: guest.String()})
 			if g.json() {
 				if err := g.writeJSON(doc); err != nil {
 					return err
 				}
-				return werr
+				return pveErr(werr)
 			}
 			fmt.Fprint(g.stdout, doc.Diff)
 			for _, n := range notes {
 				fmt.Fprintf(g.stdout, "# %s\n", n)
 			}
 			printGuestWrite(g, h, path, apply, doc.Applied, doc.Problems)
-			return werr
+			return pveErr(werr)
 		},
 	}
 	f := cmd.Flags()
@@ -115,34 +115,6 @@ docs/vm-topology.md has the details.`,
 	f.BoolVar(&apply, "apply", false, "write the change")
 	f.BoolVar(&dryRun, "dry-run", false, "print the diff and change nothing (the default)")
 	return cmd
-}
-
-// writeGuest writes one guest config edit with --apply, under Proxmox's lock and with a
-// backup, or checks what would stop it: the files written, the problems found, whether
-// it was applied, and the command's error.
-func writeGuest(h *host.Host, command string, apply bool, edit pve.Edit) ([]pve.FileResult, []string, bool, error) {
-	w := &pve.Writer{H: h, Command: command}
-	problems := []string{}
-	if !apply {
-		for _, p := range w.Check([]pve.Edit{edit}) {
-			problems = append(problems, p.String())
-		}
-		if len(problems) > 0 {
-			return []pve.FileResult{}, problems, false, errSyncStops
-		}
-		return []pve.FileResult{}, problems, false, nil
-	}
-	files, err := w.Commit([]pve.Edit{edit})
-	var tx *pve.TxError
-	if errors.As(err, &tx) {
-		for _, p := range tx.Problems {
-			problems = append(problems, p.String())
-		}
-	}
-	if files == nil {
-		files = []pve.FileResult{}
-	}
-	return files, problems, err == nil, err
 }
 
 // printGuestWrite ends the output of a guest config edit: what was written, or what a
