@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/persist"
+	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
 
@@ -301,7 +302,7 @@ func TestPVEHookBinary(t *testing.T) {
 	if body := readHookFile(t, snippet); !strings.Contains(body, "exec '/usr/sbin/gpusplit' hook \"$@\"") {
 		t.Errorf("the snippet:\n%s", body)
 	}
-	var doc pveHookDoc
+	var doc pve.HookReport
 	if err := json.Unmarshal([]byte(mustRun(t, "--root", root, "-o", "json", "pve", "hook", "show", "--vm", "131")), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestPVEHookNodes(t *testing.T) {
 	if !strings.Contains(out, "Snippets are per node: storage local is this node's own") || !strings.Contains(out, "VM 131 may also start on kpro5 (a migration may move it there), kpro7 (a migration may move it there): install the snippet there too") {
 		t.Errorf("install:\n%s", out)
 	}
-	var doc pveHookDoc
+	var doc pve.HookReport
 	if err := json.Unmarshal([]byte(mustRun(t, "--root", root, "-o", "json", "pve", "hook", "show", "--vm", "131")), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +407,7 @@ func TestPVEHookNodes(t *testing.T) {
 	// VM 171 is kept on kpro6 and kpro7 by a strict HA rule; a shared storage serves both.
 	shared := pveHookRoot(t, "nfs: nas\n\texport /x\n\tserver 10.0.0.5\n\tcontent snippets\n\tnodes kpro6\n")
 	out = mustRun(t, "--root", shared, "-o", "json", "pve", "hook", "install", "--vm", "131")
-	doc = pveHookDoc{}
+	doc = pve.HookReport{}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -460,3 +461,6 @@ func TestPVEHookRefuses(t *testing.T) {
 		}
 	})
 }
+
+// shellQuote quotes a word for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
