@@ -188,25 +188,12 @@ previous version under ` + pve.BackupDir + `.`,
 	return cmd
 }
 
-// syncDoc is the JSON form of a sync: each changed file's diff, with its notes and
-// refusals; what stops (or stopped) --apply; and what --apply did to each file.
+// syncDoc is pve sync -o json (docs/json.md): the sync's report, and the split's models.
 type syncDoc struct {
-	Applied  bool             `json:"applied"`
-	Forced   bool             `json:"forced"`
-	Changes  []changeJSON     `json:"changes"`
-	Notes    []string         `json:"notes"`
-	Problems []string         `json:"problems"`
-	Files    []pve.FileResult `json:"files"`
+	*pve.SyncReport
 	// Models says, for the groups of split.toml that name a model, whether it still
 	// fits on what the guest keeps (as plan says it); absent without one.
 	Models []planModelJSON `json:"models,omitempty"`
-}
-
-type changeJSON struct {
-	Path     string   `json:"path"`
-	Diff     string   `json:"diff"`
-	Notes    []string `json:"notes"`
-	Refusals []string `json:"refusals"`
 }
 
 // syncMode is how a sync runs: a dry run, or --apply; --force writes past refusals.
@@ -221,63 +208,25 @@ type syncMode struct {
 var errSyncStops error = &errconst.Error{Text: "--apply would stop, for the reasons above; nothing was written"}
 
 // pveErr words a pve error's way out with the command line's flags: a check that found
-// what would stop the write says what --apply would do.
+// what would stop the write says what --apply would do, a refused sync what --force does.
 func pveErr(err error) error {
-	if errors.Is(err, pve.ErrWouldStop) {
+	var refused *pve.RefusedError
+	switch {
+	case errors.Is(err, pve.ErrWouldStop):
 		return errSyncStops
+	case errors.As(err, &refused):
+		return fmt.Errorf("nothing was written: the result could not work or would lose entries (--force writes it all the same):\n  %s", strings.Join(refused.Problems, "\n  "))
 	}
 	return err
 }
 
-// runSync computes the Proxmox changes of a planned split and checks them: the
-// refusals of the sync (results that cannot work, unless forced) and every condition
-// the writer would stop at. With apply it then writes them as one transaction.
+// runSync runs pve.RunSync on a planned split.
 func runSync(pl *planned, o pve.SyncOptions, mode syncMode) (*syncDoc, error) {
-	changes, notes, err := pve.Sync(pl.h, pl.inv, pl.plan, pl.desired, o)
-	if err != nil {
+	rep, err := pve.RunSync(pl.h, pl.inv, pl.plan, pl.desired, o, pve.SyncMode{Apply: mode.apply, Force: mode.force, Command: mode.command})
+	if rep == nil {
 		return nil, err
 	}
-	doc := &syncDoc{Forced: mode.force, Changes: []changeJSON{}, Notes: append([]string{}, notes...), Problems: []string{}, Files: []pve.FileResult{}}
-	var edits []pve.Edit
-	for _, c := range changes {
-		doc.Changes = append(doc.Changes, changeJSON{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...), Refusals: append([]string{}, c.Refusals...)})
-		for _, r := range c.Refusals {
-			if mode.force {
-				doc.Notes = append(doc.Notes, "forced past: "+r)
-			} else {
-				doc.Problems = append(doc.Problems, c.Path+": "+r)
-			}
-		}
-		edits = append(edits, pve.Edit{Path: c.Path, Old: c.Old, New: c.New})
-	}
-	w := &pve.Writer{H: pl.h, Command: mode.command}
-	if !mode.apply {
-		for _, p := range w.Check(edits) {
-			doc.Problems = append(doc.Problems, p.String())
-		}
-		if len(doc.Problems) > 0 {
-			return doc, errSyncStops
-		}
-		return doc, nil
-	}
-	if len(doc.Problems) > 0 {
-		for _, e := range edits {
-			if e.Old != e.New {
-				doc.Files = append(doc.Files, pve.FileResult{Path: e.Path, Outcome: pve.Untouched})
-			}
-		}
-		return doc, fmt.Errorf("nothing was written: the result could not work or would lose entries (--force writes it all the same):\n  %s", strings.Join(doc.Problems, "\n  "))
-	}
-	res, err := w.Commit(edits)
-	doc.Files = append(doc.Files, res...)
-	var tx *pve.TxError
-	if errors.As(err, &tx) {
-		for _, p := range tx.Problems {
-			doc.Problems = append(doc.Problems, p.String())
-		}
-	}
-	doc.Applied = err == nil
-	return doc, err
+	return &syncDoc{SyncReport: rep}, pveErr(err)
 }
 
 // syncProxmox runs the sync and prints it: the diffs with their notes and refusals, what
@@ -354,18 +303,15 @@ func rootedPath(h interface{ Root() string }, p string) string {
 }
 
 // proxmoxPreflight checks, before apply moves a GPU, the Proxmox sync that the desired
-// state's sync_proxmox makes it run afterwards: a sync that would be refused or could not
-// be written stops apply with nothing changed.
+// state's sync_proxmox makes it run afterwards (pve.Preflight), and says how to see it.
 func proxmoxPreflight(g *globals, pl *planned) error {
-	if !pl.desired.SyncProxmox {
-		return nil
+	err := pve.Preflight(pl.h, pl.inv, pl.plan, pl.desired)
+	var pe *pve.PreflightError
+	switch {
+	case !errors.As(err, &pe):
+		return err
+	case pe.Err != nil:
+		return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox asks for cannot be computed: %w", pe.Err)
 	}
-	doc, err := runSync(pl, pve.SyncOptions{}, syncMode{})
-	if err == nil {
-		return nil
-	}
-	if doc == nil {
-		return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox asks for cannot be computed: %w", err)
-	}
-	return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox runs after the move would stop (gpusplit pve sync --dry-run shows it; a refused result is written only by gpusplit pve sync --apply --force):\n  %s", strings.Join(doc.Problems, "\n  "))
+	return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox runs after the move would stop (gpusplit pve sync --dry-run shows it; a refused result is written only by gpusplit pve sync --apply --force):\n  %s", strings.Join(pe.Problems, "\n  "))
 }

@@ -1,0 +1,134 @@
+package pve
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/plan"
+)
+
+// SyncReport is a sync as pve sync -o json shows it (docs/json.md): each changed file's
+// diff, with its notes and refusals; what stops (or stopped) the write; and what the
+// write did to each file.
+type SyncReport struct {
+	Applied  bool         `json:"applied"`
+	Forced   bool         `json:"forced"`
+	Changes  []SyncChange `json:"changes"`
+	Notes    []string     `json:"notes"`
+	Problems []string     `json:"problems"`
+	Files    []FileResult `json:"files"`
+}
+
+// SyncChange is one file a sync changes.
+type SyncChange struct {
+	Path     string   `json:"path"`
+	Diff     string   `json:"diff"`
+	Notes    []string `json:"notes"`
+	Refusals []string `json:"refusals"`
+}
+
+// SyncMode is how a sync runs: a check, or Apply; Force writes past refusals. Command
+// names what writes, for the backups.
+type SyncMode struct {
+	Apply, Force bool
+	Command      string
+}
+
+// RefusedError is a sync that wrote nothing because its checks refuse the result: it
+// could not work or would lose entries. Forcing writes it all the same.
+type RefusedError struct {
+	Problems []string
+}
+
+func (e *RefusedError) Error() string {
+	return "nothing was written: the result could not work or would lose entries:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// RunSync computes the Proxmox changes of a planned split and checks them: the refusals
+// of the sync (results that cannot work, unless forced) and every condition the writer
+// would stop at. A check that finds any returns ErrWouldStop. With mode.Apply it then
+// writes them as one transaction, unless refused (a *RefusedError). A nil report comes
+// with an error that stopped the sync before any change was worked out.
+func RunSync(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desired, o SyncOptions, mode SyncMode) (*SyncReport, error) {
+	changes, notes, err := Sync(h, inv, p, d, o)
+	if err != nil {
+		return nil, err
+	}
+	rep := &SyncReport{Forced: mode.Force, Changes: []SyncChange{}, Notes: append([]string{}, notes...), Problems: []string{}, Files: []FileResult{}}
+	var edits []Edit
+	for _, c := range changes {
+		rep.Changes = append(rep.Changes, SyncChange{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...), Refusals: append([]string{}, c.Refusals...)})
+		for _, r := range c.Refusals {
+			if mode.Force {
+				rep.Notes = append(rep.Notes, "forced past: "+r)
+			} else {
+				rep.Problems = append(rep.Problems, c.Path+": "+r)
+			}
+		}
+		edits = append(edits, Edit{Path: c.Path, Old: c.Old, New: c.New})
+	}
+	w := &Writer{H: h, Command: mode.Command}
+	if !mode.Apply {
+		for _, p := range w.Check(edits) {
+			rep.Problems = append(rep.Problems, p.String())
+		}
+		if len(rep.Problems) > 0 {
+			return rep, ErrWouldStop
+		}
+		return rep, nil
+	}
+	if len(rep.Problems) > 0 {
+		for _, e := range edits {
+			if e.Old != e.New {
+				rep.Files = append(rep.Files, FileResult{Path: e.Path, Outcome: Untouched})
+			}
+		}
+		return rep, &RefusedError{Problems: rep.Problems}
+	}
+	res, err := w.Commit(edits)
+	rep.Files = append(rep.Files, res...)
+	var tx *TxError
+	if errors.As(err, &tx) {
+		for _, p := range tx.Problems {
+			rep.Problems = append(rep.Problems, p.String())
+		}
+	}
+	rep.Applied = err == nil
+	return rep, err
+}
+
+// PreflightError is why the sync that a desired state's sync_proxmox runs after a move
+// would stop: it cannot be worked out (Err), or its checks found Problems.
+type PreflightError struct {
+	Err      error
+	Problems []string
+}
+
+func (e *PreflightError) Error() string {
+	if e.Err != nil {
+		return "the Proxmox sync that sync_proxmox asks for cannot be computed: " + e.Err.Error()
+	}
+	return "the Proxmox sync that sync_proxmox runs after the move would stop:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+func (e *PreflightError) Unwrap() error { return e.Err }
+
+// Preflight checks, before a GPU moves, the Proxmox sync that the desired state's
+// sync_proxmox runs afterwards: a sync that would be refused or could not be written
+// stops the move, with nothing changed (a *PreflightError). nil when d asks for no
+// sync, or the sync would go through.
+func Preflight(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desired) error {
+	if !d.SyncProxmox {
+		return nil
+	}
+	rep, err := RunSync(h, inv, p, d, SyncOptions{}, SyncMode{})
+	switch {
+	case err == nil:
+		return nil
+	case rep == nil:
+		return &PreflightError{Err: err}
+	}
+	return &PreflightError{Problems: rep.Problems}
+}
