@@ -279,9 +279,9 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 	var guest *fit.Guest
 	switch {
 	case f.ct != 0:
-		guest = &fit.Guest{Kind: pve.LXC, ID: f.ct}
+		guest = &fit.Guest{Kind: fit.Container, ID: f.ct}
 	case f.vm != 0:
-		guest = &fit.Guest{Kind: pve.QEMU, ID: f.vm}
+		guest = &fit.Guest{Kind: fit.VM, ID: f.vm}
 	}
 	var split *fitSplit
 	if guest != nil || f.config != "" {
@@ -374,25 +374,17 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 	case guest == nil:
 		sets = append(sets, set{label: "this host's GPUs", when: "now", from: "the inventory (--devices narrows it)", gpus: inv.GPUs, p2p: p2p, p2pWhy: p2pWhy})
 	default:
-		var now []inventory.GPU
+		gn, err := guestNow(h, inv, *guest)
+		if err != nil {
+			return nil, err
+		}
+		now, notes := gn.GPUs, gn.Notes
 		setP2P, setWhy := p2p, p2pWhy
-		var notes []string
-		if guest.Kind == pve.LXC {
-			if now, err = fit.ContainerGPUs(h, inv, guest.ID); err != nil {
-				return nil, err
-			}
-		} else {
-			vmGPUs, man, err := fit.VMGPUs(h, inv, guest.ID)
-			if err != nil {
-				return nil, err
-			}
-			now, notes = vmGPUs, man.Notes
-			if v := man.Verdict(); setP2P && (v.Unsafe || v.Clique < 0) {
-				setP2P, setWhy = false, fmt.Sprintf("without one gpudirect clique for its GPUs the guest's driver gives them no peer access (gpusplit pve p2p-clique --vm %d)", guest.ID)
-			}
+		if guest.Kind == fit.VM && setP2P && gn.NoClique {
+			setP2P, setWhy = false, fmt.Sprintf("without one gpudirect clique for its GPUs the guest's driver gives them no peer access (gpusplit pve p2p-clique --vm %d)", guest.ID)
 		}
 		from := "the devN and lxc.mount.entry lines of its config"
-		if guest.Kind == pve.QEMU {
+		if guest.Kind == fit.VM {
 			from = "its hostpciN entries, as qemu-server picks them at start"
 		}
 		sets = append(sets, set{label: guest.String() + " now", when: "now", from: from, gpus: now, p2p: setP2P, p2pWhy: setWhy, notes: notes})
@@ -418,7 +410,7 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 		js := fitSetJSON{Label: s.label, When: s.when, From: s.from, P2P: s.p2p, P2PWhy: s.p2pWhy, GPUs: []fitGPUJSON{}, Placements: []fitPlacementJSON{}, Impossible: []string{}, Notes: append([]string{}, s.notes...)}
 		if guest != nil {
 			id := guest.ID
-			if guest.Kind == pve.LXC {
+			if guest.Kind == fit.Container {
 				js.Container = &id
 			} else {
 				js.VM = &id
@@ -460,7 +452,7 @@ func guestGroup(split *fitSplit, guest *fit.Guest) *plan.Group {
 	}
 	for i, grp := range split.file.Groups {
 		ids := grp.Containers
-		if guest.Kind == pve.QEMU {
+		if guest.Kind == fit.VM {
 			ids = grp.VMs
 		}
 		for _, id := range ids {

@@ -1,58 +1,40 @@
 package fit
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"path"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/pve"
-	"github.com/gpusplit/gpusplit/internal/vmlayout"
+)
+
+// GuestKind says whether a guest is a container or a VM.
+type GuestKind int
+
+const (
+	Container GuestKind = iota
+	VM
 )
 
 // Guest names a Proxmox container or VM.
 type Guest struct {
-	// Kind is pve.LXC or pve.QEMU.
-	Kind string
+	Kind GuestKind
 	ID   int
 }
 
 func (g Guest) String() string {
-	if g.Kind == pve.QEMU {
+	if g.Kind == VM {
 		return fmt.Sprintf("VM %d", g.ID)
 	}
 	return fmt.Sprintf("container %d", g.ID)
 }
 
-// ContainerGPUs are the GPUs container id's config passes through: a devN entry or an
-// lxc.mount.entry of one of the GPU's device nodes (/dev/nvidiaN, its DRI nodes), or of
-// a directory holding one, whether the container runs or not.
-func ContainerGPUs(h *host.Host, inv *inventory.Inventory, id int) ([]inventory.GPU, error) {
-	g, err := pve.ReadGuest(h, pve.LXC, id)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no container %d on this node: %s does not exist", id, pve.GuestPath(pve.LXC, id))
-	}
-	if err != nil {
-		return nil, err
-	}
-	var paths []string
-	for _, k := range g.Keys() {
-		switch {
-		case k.Name == "lxc.mount.entry":
-			if f := strings.Fields(k.Value); len(f) > 0 {
-				paths = append(paths, path.Clean(f[0]))
-			}
-		case strings.HasPrefix(k.Name, "dev") && k.Name != "dev" && strings.Trim(k.Name[3:], "0123456789") == "":
-			paths = append(paths, path.Clean(pve.DevPath(k.Value)))
-		}
-	}
+// ContainerGPUs are the GPUs a container's config passes through, given the paths its
+// devN entries and lxc.mount.entry lines name: those with a device node (/dev/nvidiaN,
+// its DRI nodes) at one of the paths, or inside a directory one of them names.
+func ContainerGPUs(inv *inventory.Inventory, paths []string) []inventory.GPU {
 	var out []inventory.GPU
 	for _, gpu := range inv.GPUs {
 		if slices.ContainsFunc(gpu.Nodes, func(n string) bool {
@@ -61,30 +43,31 @@ func ContainerGPUs(h *host.Host, inv *inventory.Inventory, id int) ([]inventory.
 			out = append(out, gpu)
 		}
 	}
-	return out, nil
+	return out
 }
 
-// VMGPUs are the GPUs VM id passes through, as qemu-server will pick them at its next
-// start (vmlayout.Predict: fixed addresses, the devices it reserved, or the first free
-// ones of a mapping), with Predict's notes and the manifest, whose gpudirect cliques say
-// whether the guest's driver gives the GPUs peer access.
-func VMGPUs(h *host.Host, inv *inventory.Inventory, id int) ([]inventory.GPU, *vmlayout.Manifest, error) {
-	m, err := vmlayout.Predict(h, inv.Tree, id, time.Now())
-	if err != nil {
-		return nil, nil, err
-	}
+// GuestNow is what a guest has now, as its Proxmox config says: the caller reads it.
+type GuestNow struct {
+	GPUs []inventory.GPU
+	// Notes are what reading the config found worth saying (a VM's layout).
+	Notes []string
+	// NoClique is set for a VM without one gpudirect clique for its GPUs: its driver
+	// gives them no peer access.
+	NoClique bool
+}
+
+// GPUsAt are the GPUs of inv at the addresses, in the addresses' order: a VM's, from the
+// host addresses qemu-server will give it.
+func GPUsAt(inv *inventory.Inventory, addrs []pci.Address) []inventory.GPU {
 	var out []inventory.GPU
-	for _, d := range m.Devices {
-		if !d.IsGPU() {
-			continue
-		}
+	for _, a := range addrs {
 		for _, gpu := range inv.GPUs {
-			if gpu.Address == d.HostAddress {
+			if gpu.Address == a {
 				out = append(out, gpu)
 			}
 		}
 	}
-	return out, m, nil
+	return out
 }
 
 // AfterSplit are the GPUs guest keeps once the desired state d, planned as p, is
@@ -93,14 +76,14 @@ func VMGPUs(h *host.Host, inv *inventory.Inventory, id int) ([]inventory.GPU, *v
 // that stay on that driver. from says which, for the report.
 func AfterSplit(inv *inventory.Inventory, p *plan.Plan, d plan.Desired, g Guest, now []inventory.GPU) (gpus []inventory.GPU, from string) {
 	want := "nvidia"
-	if g.Kind == pve.QEMU {
+	if g.Kind == VM {
 		want = plan.VFIO
 	}
 	end := EndDrivers(inv, p)
 	var groups []string
 	for _, t := range d.Targets {
 		ids := t.Containers
-		if g.Kind == pve.QEMU {
+		if g.Kind == VM {
 			ids = t.VMs
 		}
 		if slices.Contains(ids, g.ID) {

@@ -1,19 +1,20 @@
 package fit
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/docs"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
 
 // TestGuests finds the sample host's guests' GPUs, now and after docs/split.toml's split:
-// container 129 has all eight now and keeps the four of NUMA node 0; VM 131 would get
-// the first four of its mapping now, and gets the four of node 1 on vfio-pci.
+// container 129 has all eight now (its config passes /dev/nvidia0 to 7) and keeps the
+// four of NUMA node 0; VM 131 would get the first four of its mapping now, and gets the
+// four of node 1 on vfio-pci.
 func TestGuests(t *testing.T) {
 	h, err := samplehost.Open()
 	if err != nil {
@@ -42,24 +43,35 @@ func TestGuests(t *testing.T) {
 		}
 		return out
 	}
-	ct, err := ContainerGPUs(h, inv, 129)
-	if err != nil || len(ct) != 8 {
-		t.Fatalf("container 129: %d GPUs, %v", len(ct), err)
+	var paths []string
+	for i := range 8 {
+		paths = append(paths, fmt.Sprintf("/dev/nvidia%d", i))
 	}
-	after, from := AfterSplit(inv, p, d, Guest{pve.LXC, 129}, ct)
+	ct := ContainerGPUs(inv, append(paths, "/dev/nvidiactl", "/dev/dri/by-path"))
+	if len(ct) != 8 {
+		t.Fatalf("container 129: %d GPUs", len(ct))
+	}
+	if got := ContainerGPUs(inv, []string{"/dev/nvidia3", "/dev/nvidia"}); len(got) != 1 {
+		t.Errorf("/dev/nvidia3 and a prefix of no node's directory: %d GPUs", len(got))
+	}
+	after, from := AfterSplit(inv, p, d, Guest{Container, 129}, ct)
 	if got := nodes(after); len(got) != 4 || got[0] != 0 || got[3] != 0 || from != `group "inference"` {
 		t.Errorf("container 129 after the split: nodes %v, from %s", got, from)
 	}
-	vm, m, err := VMGPUs(h, inv, 131)
-	if err != nil || len(vm) != 4 || m.VMID != 131 {
-		t.Fatalf("VM 131: %d GPUs, %v", len(vm), err)
+	var first []pci.Address
+	for _, g := range inv.GPUs[:4] {
+		first = append(first, g.Address)
 	}
-	after, _ = AfterSplit(inv, p, d, Guest{pve.QEMU, 131}, vm)
+	vm := GPUsAt(inv, first)
+	if len(vm) != 4 {
+		t.Fatalf("VM 131: %d GPUs", len(vm))
+	}
+	after, _ = AfterSplit(inv, p, d, Guest{VM, 131}, vm)
 	if got := nodes(after); len(got) != 4 || got[0] != 1 || got[3] != 1 {
 		t.Errorf("VM 131 after the split: nodes %v", got)
 	}
 	// A container no group names keeps what it has now that stays on nvidia.
-	after, from = AfterSplit(inv, p, d, Guest{pve.LXC, 150}, ct)
+	after, from = AfterSplit(inv, p, d, Guest{Container, 150}, ct)
 	if len(after) != 4 || from != "no group names container 150: the GPUs it has now that stay on nvidia" {
 		t.Errorf("unnamed container: %d GPUs, %s", len(after), from)
 	}
@@ -74,11 +86,8 @@ func TestGuests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := AfterSplit(inv, wp, wd, Guest{pve.LXC, 129}, ct); len(after) != 0 {
+	if after, _ := AfterSplit(inv, wp, wd, Guest{Container, 129}, ct); len(after) != 0 {
 		t.Errorf("container on a vfio-pci group keeps %d GPUs", len(after))
-	}
-	if _, err := ContainerGPUs(h, inv, 999); err == nil {
-		t.Error("container 999 does not exist")
 	}
 	gpus, err := Memory(ct, 0, nil)
 	if err != nil || gpus[0].Memory != 97887*MiB || gpus[0].Name != "RTX PRO 6000 Blackwell Workstation Edition" {
