@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -100,131 +99,10 @@ docs/fit.md has the formulas and their sources.`,
 	return cmd
 }
 
-// The JSON form of fit (docs/json.md).
-type fitDoc struct {
-	Host        string       `json:"host"`
-	Model       fitModelJSON `json:"model"`
-	Engine      string       `json:"engine"`
-	KVDType     string       `json:"kv_dtype"`
-	KVDTypeFrom string       `json:"kv_dtype_from"`
-	Context     int          `json:"context"`
-	Concurrency int          `json:"concurrency"`
-	// ServingFrom says where context and concurrency came from.
-	ServingFrom string       `json:"serving_from"`
-	Sets        []fitSetJSON `json:"sets"`
-	Notes       []string     `json:"notes"`
-}
-
-type fitModelJSON struct {
-	Path                string           `json:"path"`
-	Name                string           `json:"name"`
-	Architecture        string           `json:"architecture"`
-	ModelType           string           `json:"model_type"`
-	Attention           string           `json:"attention"`
-	Layers              int              `json:"layers"`
-	FullLayers          int              `json:"full_attention_layers"`
-	SlidingLayers       int              `json:"sliding_window_layers"`
-	LinearLayers        int              `json:"linear_attention_layers"`
-	SlidingWindow       int              `json:"sliding_window"`
-	Heads               int              `json:"attention_heads"`
-	KVHeads             int              `json:"kv_heads"`
-	HeadDim             int              `json:"head_dim"`
-	KVLoraRank          int              `json:"kv_lora_rank"`
-	RopeDim             int              `json:"qk_rope_head_dim"`
-	Experts             int              `json:"experts"`
-	ExpertsPerToken     int              `json:"experts_per_token"`
-	MaxContext          int              `json:"max_context"`
-	Quantization        string           `json:"quantization"`
-	WeightBytes         int64            `json:"weight_bytes"`
-	MTPBytes            int64            `json:"mtp_bytes"`
-	Tensors             int              `json:"tensors"`
-	Shards              int              `json:"shards"`
-	HeaderOnlyShards    int              `json:"header_only_shards"`
-	BytesByDType        map[string]int64 `json:"bytes_by_dtype"`
-	KVBytesPerToken     int64            `json:"kv_bytes_per_token"`
-	StateBytesPerSeq    int64            `json:"state_bytes_per_sequence"`
-	KVBytesPerTokenFrom string           `json:"kv_bytes_per_token_from"`
-	Missing             []string         `json:"missing"`
-	Notes               []string         `json:"notes"`
-}
-
-type fitSetJSON struct {
-	Label     string `json:"label"`
-	When      string `json:"when"`
-	Container *int   `json:"container"`
-	VM        *int   `json:"vm"`
-	// From says how the GPUs were found.
-	From        string             `json:"from"`
-	P2P         bool               `json:"p2p"`
-	P2PWhy      string             `json:"p2p_why"`
-	GPUs        []fitGPUJSON       `json:"gpus"`
-	Placements  []fitPlacementJSON `json:"placements"`
-	Recommended string             `json:"recommended"`
-	Why         string             `json:"why"`
-	Impossible  []string           `json:"impossible"`
-	Notes       []string           `json:"notes"`
-}
-
-type fitGPUJSON struct {
-	Address    string `json:"address"`
-	Name       string `json:"name"`
-	NUMANode   *int   `json:"numa_node"`
-	Memory     int64  `json:"memory_bytes"`
-	MemoryFrom string `json:"memory_from"`
-}
-
-type fitPlacementJSON struct {
-	Name                string         `json:"name"`
-	TP                  int            `json:"tp"`
-	PP                  int            `json:"pp"`
-	Replicas            int            `json:"replicas"`
-	GPUsPerReplica      int            `json:"gpus_per_replica"`
-	WeightBytesPerGPU   int64          `json:"weight_bytes_per_gpu"`
-	ReserveBytesPerGPU  int64          `json:"reserve_bytes_per_gpu"`
-	MemoryFraction      float64        `json:"memory_fraction"`
-	KVBytesPerGPU       int64          `json:"kv_bytes_per_gpu"`
-	KVBytesPerToken     int64          `json:"kv_bytes_per_token"`
-	StateBytesPerSeq    int64          `json:"state_bytes_per_sequence"`
-	BytesPerSequence    int64          `json:"bytes_per_sequence"`
-	KVTokens            int64          `json:"kv_tokens"`
-	Sequences           int64          `json:"sequences"`
-	Verdict             string         `json:"verdict"`
-	Why                 string         `json:"why"`
-	Recommended         bool           `json:"recommended"`
-	SpansNUMA           bool           `json:"spans_numa"`
-	CrossNodeAllReduces int            `json:"cross_node_allreduces"`
-	CrossNodeHops       int            `json:"cross_node_hops"`
-	Stages              []fitStageJSON `json:"stages"`
-	Notes               []string       `json:"notes"`
-}
-
-type fitStageJSON struct {
-	Layers          [2]int   `json:"layers"`
-	GPUs            []string `json:"gpus"`
-	NUMANodes       []int    `json:"numa_nodes"`
-	Memory          int64    `json:"memory_bytes"`
-	Weights         int64    `json:"weight_bytes"`
-	Reserve         int64    `json:"reserve_bytes"`
-	KV              int64    `json:"kv_bytes"`
-	KVTokens        int64    `json:"kv_tokens"`
-	Sequences       int64    `json:"sequences"`
-	MemoryFraction  float64  `json:"memory_fraction"`
-	FractionFrom    string   `json:"memory_fraction_from"`
-	KVBytesPerToken int64    `json:"kv_bytes_per_token"`
-}
-
-// fitSplit is the desired state the "after the split" sets come from.
-type fitSplit struct {
-	name string
-	file *plan.File
-	// demo is set when it is docs/split.toml, for --demo without a file of its own.
-	demo bool
-}
-
 // readFitSplit finds the desired state: --config from this machine, the host's own,
 // or, for the sample host that carries none, the reference split of docs/split.toml.
 // nil without any.
-func readFitSplit(g *globals, h *host.Host, config string) (*fitSplit, error) {
+func readFitSplit(g *globals, h *host.Host, config string) (*fit.Split, error) {
 	d := desiredFlags{config: config}
 	name, data, err := d.read(h)
 	switch {
@@ -240,10 +118,10 @@ func readFitSplit(g *globals, h *host.Host, config string) (*fitSplit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fitSplit{name: name, file: file, demo: name == "docs/split.toml"}, nil
+	return &fit.Split{Name: name, File: file, Demo: name == "docs/split.toml"}, nil
 }
 
-func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
+func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 	switch {
 	case f.model == "":
 		return nil, errors.New("--model names the model's directory (config.json and its safetensors files)")
@@ -283,7 +161,7 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 	case f.vm != 0:
 		guest = &fit.Guest{Kind: fit.VM, ID: f.vm}
 	}
-	var split *fitSplit
+	var split *fit.Split
 	if guest != nil || f.config != "" {
 		if split, err = readFitSplit(g, h, f.config); err != nil {
 			return nil, err
@@ -291,7 +169,7 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 	}
 	devices := g.devices
 	if devices == "" && split != nil {
-		devices = split.file.Devices
+		devices = split.File.Devices
 	}
 	var sels []pci.Selector
 	if devices != "" {
@@ -305,222 +183,35 @@ func runFit(g *globals, f *fitFlags) (*fitDoc, error) {
 	}
 	g.warn(inv.Warnings)
 
-	mj, err := modelJSON(m, kv)
-	if err != nil {
-		return nil, fmt.Errorf("--model: %w", err)
-	}
-	doc := &fitDoc{Host: h.Root(), Model: mj, Engine: string(engine), KVDType: kv.Name, KVDTypeFrom: kv.From, Sets: []fitSetJSON{}, Notes: []string{}}
-	if kv.Bytes == 2 && m.Quant.KVCache == "fp8" && kv.From != "--kv-dtype" {
-		doc.Notes = append(doc.Notes, "the checkpoint ships FP8 KV-cache scales: --kv-dtype fp8 (as the engine is told with --kv-cache-dtype fp8) halves the cache per token")
-	}
-	if f.kvPerToken > 0 {
-		doc.Model.KVBytesPerToken, doc.Model.KVBytesPerTokenFrom = f.kvPerToken, "--kv-bytes-per-token"
-	}
-	// The serving conditions: the flags, else the guest's group, else the model's.
-	doc.Context, doc.Concurrency = f.context, f.concurrency
-	var from []string
-	if f.contextSet || f.concurrentSet {
-		from = append(from, "the command line")
-	}
-	if grp := guestGroup(split, guest); grp != nil {
-		if !f.contextSet && grp.Context > 0 {
-			doc.Context = grp.Context
-		}
-		if !f.concurrentSet && grp.Concurrency > 0 {
-			doc.Concurrency = grp.Concurrency
-		}
-		if grp.Context > 0 && !f.contextSet || grp.Concurrency > 0 && !f.concurrentSet {
-			from = append(from, fmt.Sprintf("group %q of %s", grp.Name, split.name))
-		}
-	}
-	if doc.Context == 0 {
-		if m.MaxContext == 0 {
-			return nil, errors.New("config.json gives no max_position_embeddings: give --context")
-		}
-		doc.Context = m.MaxContext
-		from = append(from, "the model's max_position_embeddings")
-	}
-	if doc.Concurrency == 0 {
-		doc.Concurrency = 1
-	}
-	doc.ServingFrom = strings.Join(from, ", ")
-
-	opts := fit.Options{Engine: engine, MemoryFraction: f.fraction, KV: kv, KVBytesPerToken: f.kvPerToken, Context: doc.Context, Concurrency: doc.Concurrency}
-	p2p, p2pWhy := true, "the doctor's "+strings.Join(p2pChecks, ", ")+" found nothing against peer-to-peer"
-	disable, reasons, err := p2pAdvice(h, inv, p2pChecks...)
-	if err != nil {
-		return nil, err
-	}
-	if disable {
-		var titles []string
-		for _, r := range reasons {
-			titles = append(titles, r.Title)
-		}
-		p2p, p2pWhy = false, "the doctor advises against it: "+strings.Join(titles, "; ")
-	}
-	if f.noP2P {
-		p2p, p2pWhy = false, "--no-p2p"
-	}
-
-	type set struct {
-		label, when, from string
-		gpus              []inventory.GPU
-		p2p               bool
-		p2pWhy            string
-		notes             []string
-	}
-	var sets []set
+	doc, err := fit.Run(fit.Request{
+		Root: h.Root(), Model: m, Inventory: inv, Engine: engine, KV: kv,
+		MemoryFraction: f.fraction, KVBytesPerToken: f.kvPerToken,
+		Context: f.context, Concurrency: f.concurrency, ContextSet: f.contextSet, ConcurrencySet: f.concurrentSet,
+		GPUMemory: memOverride, NoP2P: f.noP2P, Guest: guest, Split: split,
+		P2PChecks: p2pChecks,
+		P2PAgainst: func() ([]string, error) {
+			_, reasons, err := p2pAdvice(h, inv, p2pChecks...)
+			var titles []string
+			for _, r := range reasons {
+				titles = append(titles, r.Title)
+			}
+			return titles, err
+		},
+		Now:      func(guest fit.Guest) (fit.GuestNow, error) { return guestNow(h, inv, guest) },
+		Measured: measuredMemory,
+	})
+	var modelErr *fit.ModelError
 	switch {
-	case guest == nil:
-		sets = append(sets, set{label: "this host's GPUs", when: "now", from: "the inventory (--devices narrows it)", gpus: inv.GPUs, p2p: p2p, p2pWhy: p2pWhy})
-	default:
-		gn, err := guestNow(h, inv, *guest)
-		if err != nil {
-			return nil, err
-		}
-		now, notes := gn.GPUs, gn.Notes
-		setP2P, setWhy := p2p, p2pWhy
-		if guest.Kind == fit.VM && setP2P && gn.NoClique {
-			setP2P, setWhy = false, fmt.Sprintf("without one gpudirect clique for its GPUs the guest's driver gives them no peer access (gpusplit pve p2p-clique --vm %d)", guest.ID)
-		}
-		from := "the devN and lxc.mount.entry lines of its config"
-		if guest.Kind == fit.VM {
-			from = "its hostpciN entries, as qemu-server picks them at start"
-		}
-		sets = append(sets, set{label: guest.String() + " now", when: "now", from: from, gpus: now, p2p: setP2P, p2pWhy: setWhy, notes: notes})
-		if split != nil {
-			desired, err := split.file.Desired()
-			if err != nil {
-				return nil, err
-			}
-			pl, err := plan.Make(inv, desired)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", split.name, err)
-			}
-			after, why := fit.AfterSplit(inv, pl, desired, *guest, now)
-			label := fmt.Sprintf("%s after the split", guest)
-			src := fmt.Sprintf("%s of %s", why, split.name)
-			if split.demo {
-				src += " (the reference split: the sample host carries no " + plan.DefaultConfig + ")"
-			}
-			sets = append(sets, set{label: label, when: "after the split", from: src, gpus: after, p2p: setP2P, p2pWhy: setWhy})
-		}
+	case errors.As(err, &modelErr):
+		return nil, fmt.Errorf("--model: %w", modelErr.Err)
+	case errors.Is(err, fit.ErrNoContext):
+		return nil, fmt.Errorf("%w: give --context", err)
 	}
-	for _, s := range sets {
-		js := fitSetJSON{Label: s.label, When: s.when, From: s.from, P2P: s.p2p, P2PWhy: s.p2pWhy, GPUs: []fitGPUJSON{}, Placements: []fitPlacementJSON{}, Impossible: []string{}, Notes: append([]string{}, s.notes...)}
-		if guest != nil {
-			id := guest.ID
-			if guest.Kind == fit.Container {
-				js.Container = &id
-			} else {
-				js.VM = &id
-			}
-		}
-		if len(s.gpus) == 0 {
-			js.Why = "no GPUs"
-			doc.Sets = append(doc.Sets, js)
-			continue
-		}
-		gpus, err := fit.Memory(s.gpus, memOverride, measuredMemory())
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range gpus {
-			gj := fitGPUJSON{Address: x.Address.String(), Name: x.Name, Memory: x.Memory, MemoryFrom: x.MemoryFrom}
-			if x.NUMANode >= 0 {
-				n := x.NUMANode
-				gj.NUMANode = &n
-			}
-			js.GPUs = append(js.GPUs, gj)
-		}
-		o := opts
-		o.P2P = s.p2p
-		res, err := fit.Fit(m, gpus, o)
-		if err != nil {
-			return nil, err
-		}
-		fillSet(&js, res)
-		doc.Sets = append(doc.Sets, js)
-	}
-	return doc, nil
-}
-
-// guestGroup is the group of the desired state that names the guest.
-func guestGroup(split *fitSplit, guest *fit.Guest) *plan.Group {
-	if split == nil || guest == nil {
-		return nil
-	}
-	for i, grp := range split.file.Groups {
-		ids := grp.Containers
-		if guest.Kind == fit.VM {
-			ids = grp.VMs
-		}
-		for _, id := range ids {
-			if id == guest.ID {
-				return &split.file.Groups[i]
-			}
-		}
-	}
-	return nil
-}
-
-func fillSet(js *fitSetJSON, res *fit.Result) {
-	js.Impossible = append(js.Impossible, res.Impossible...)
-	js.Notes = append(js.Notes, res.Notes...)
-	js.Why = res.Why
-	for _, p := range res.Placements {
-		pj := fitPlacementJSON{
-			Name: p.Name(), TP: p.TP, PP: p.PP, Replicas: p.Replicas, GPUsPerReplica: p.TP * p.PP,
-			WeightBytesPerGPU: p.Weights, ReserveBytesPerGPU: p.Reserve, MemoryFraction: p.Stages[0].Budget.Fraction,
-			KVBytesPerGPU: max(p.KV, 0), KVBytesPerToken: p.PerToken, StateBytesPerSeq: p.State, BytesPerSequence: p.PerSequence,
-			KVTokens: p.Tokens, Sequences: p.Sequences, Verdict: string(p.Verdict), Why: p.Why, Recommended: p.Recommended,
-			SpansNUMA: p.SpansNUMA, CrossNodeAllReduces: p.CrossNodeAllReduces, CrossNodeHops: p.CrossNodeHops,
-			Stages: []fitStageJSON{}, Notes: append([]string{}, p.Notes...),
-		}
-		for _, s := range p.Stages {
-			sj := fitStageJSON{Layers: [2]int{s.First, s.Last}, GPUs: []string{}, NUMANodes: append([]int{}, s.Nodes...), Memory: s.Memory,
-				Weights: s.Weights, Reserve: s.Budget.Reserve, KV: max(s.KV, 0), KVTokens: s.Tokens, Sequences: s.Sequences,
-				MemoryFraction: s.Budget.Fraction, FractionFrom: s.Budget.FractionFrom, KVBytesPerToken: s.PerToken()}
-			for _, a := range s.GPUs {
-				sj.GPUs = append(sj.GPUs, a.String())
-			}
-			pj.Stages = append(pj.Stages, sj)
-		}
-		if p.Recommended {
-			js.Recommended = p.Name()
-		}
-		js.Placements = append(js.Placements, pj)
-	}
-}
-
-func modelJSON(m *hfmodel.Model, kv fit.KVDType) (fitModelJSON, error) {
-	j := fitModelJSON{
-		Path: m.Dir, Name: m.Name, Architecture: m.Architecture, ModelType: m.ModelType, Attention: m.Attention(),
-		Layers: m.Layers, FullLayers: m.Count(hfmodel.LayerFull), SlidingLayers: m.Count(hfmodel.LayerSliding), LinearLayers: m.Count(hfmodel.LayerLinear),
-		SlidingWindow: m.SlidingWindow, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
-		Experts: m.Experts, ExpertsPerToken: m.TopK, MaxContext: m.MaxContext, Quantization: m.Quant.Label(),
-		WeightBytes: m.Weights.Serving(), MTPBytes: m.Weights.MTP, Tensors: m.Weights.Tensors, Shards: m.Weights.Shards,
-		HeaderOnlyShards: m.Weights.HeaderOnly, BytesByDType: m.Weights.ByDType,
-		Missing: append([]string{}, m.Missing...), Notes: append([]string{}, m.Notes...),
-	}
-	if m.MLA != nil {
-		j.KVLoraRank, j.RopeDim = m.MLA.KVLoraRank, m.MLA.RopeDim
-	}
-	if len(m.Missing) == 0 {
-		var err error
-		if j.KVBytesPerToken, j.StateBytesPerSeq, err = fit.ModelKV(m, kv); err != nil {
-			return j, err
-		}
-		j.KVBytesPerTokenFrom = "config.json"
-	}
-	if j.BytesByDType == nil {
-		j.BytesByDType = map[string]int64{}
-	}
-	return j, nil
+	return doc, err
 }
 
 // writeFit prints the fit: the model, then each set of GPUs with its placements.
-func writeFit(w io.Writer, d *fitDoc) error {
+func writeFit(w io.Writer, d *fit.Report) error {
 	m := d.Model
 	fmt.Fprintf(w, "%s: %s (%s), %s: %s", m.Name, orDash(m.Architecture), orDash(m.ModelType), m.Attention, layersText(m))
 	if m.Experts > 0 {
@@ -602,7 +293,7 @@ func writeFit(w io.Writer, d *fitDoc) error {
 
 // firstFraction words the engine's share of the GPU, as the first placement worked it
 // out (SGLang's changes with the placement; the table's RESERVE column has each).
-func firstFraction(d *fitDoc) string {
+func firstFraction(d *fit.Report) string {
 	for _, s := range d.Sets {
 		for _, p := range s.Placements {
 			st := p.Stages[0]
@@ -615,7 +306,7 @@ func firstFraction(d *fitDoc) string {
 	return ""
 }
 
-func layersText(m fitModelJSON) string {
+func layersText(m fit.ModelReport) string {
 	var parts []string
 	if m.FullLayers > 0 {
 		parts = append(parts, fmt.Sprintf("%d full", m.FullLayers))
@@ -637,7 +328,7 @@ func layersText(m fitModelJSON) string {
 }
 
 // gpusText words a set: "8 × RTX PRO 6000 … (97,887 MiB each); NUMA 0: 4, NUMA 1: 4".
-func gpusText(gpus []fitGPUJSON) string {
+func gpusText(gpus []fit.GPUReport) string {
 	if len(gpus) == 0 {
 		return "no GPUs"
 	}
@@ -691,26 +382,13 @@ func sequencesText(n int64) string {
 
 func mibText(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/float64(fit.MiB)) }
 
-// planModelJSON is a group's model fit in plan -o json (docs/json.md).
-type planModelJSON struct {
-	Group       string   `json:"group"`
-	Model       string   `json:"model"`
-	Containers  []int    `json:"containers"`
-	VMs         []int    `json:"vms"`
-	GPUs        []string `json:"gpus"`
-	Context     int      `json:"context"`
-	Concurrency int      `json:"concurrency"`
-	Recommended string   `json:"recommended"`
-	Verdict     string   `json:"verdict"`
-	Why         string   `json:"why"`
-	Error       string   `json:"error"`
-}
+// planModelJSON is a group's model fit in plan -o json and pve sync -o json.
+type planModelJSON = fit.GroupModel
 
 // splitModels works out, for each group of the desired state file that names a model,
-// whether the model fits on the GPUs the group holds once the split is done: what its
-// containers (or VMs) keep. Nothing for --vfio, which names no model. A model that
-// cannot be read is reported in the group's entry, not as a failure of the plan. The
-// model's path is on this machine; a relative one is relative to the file's directory.
+// whether the model fits on the GPUs the group holds once the split is done (nothing
+// for --vfio, which names no model). The model's path is on this machine; a relative
+// one is relative to the file's directory.
 func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
 	if len(d.vfio) > 0 {
 		return nil
@@ -723,69 +401,11 @@ func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
 	if err != nil {
 		return nil
 	}
-	var out []planModelJSON
-	end := fit.EndDrivers(pl.inv, pl.plan)
-	for _, grp := range file.Groups {
-		if grp.Model == "" {
-			continue
-		}
-		j := planModelJSON{Group: grp.Name, Model: grp.Model, Containers: append([]int{}, grp.Containers...), VMs: append([]int{}, grp.VMs...), GPUs: []string{}}
-		path := grp.Model
-		if !filepath.IsAbs(path) && d.config != "" {
-			path = filepath.Join(filepath.Dir(d.config), path)
-		}
-		var gpus []inventory.GPU
-		for _, mv := range append(append([]plan.Move{}, pl.plan.Moves...), pl.plan.InPlace...) {
-			if mv.Role != plan.RoleGPU || mv.Target != grp.Name {
-				continue
-			}
-			for _, x := range pl.inv.GPUs {
-				if x.Address == mv.Device && end[x.Address] != "" {
-					gpus = append(gpus, x)
-					j.GPUs = append(j.GPUs, x.Address.String())
-				}
-			}
-		}
-		j.Context, j.Concurrency = grp.Context, max(grp.Concurrency, 1)
-		fail := func(err error) {
-			j.Error = err.Error()
-			out = append(out, j)
-		}
-		m, err := hfmodel.Load(path)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("model %s is not on this machine: %w", path, err)
-			}
-			fail(err)
-			continue
-		}
-		if j.Context == 0 {
-			j.Context = m.MaxContext
-		}
-		kv, _ := fit.ParseKVDType("auto", m)
-		fg, err := fit.Memory(gpus, 0, measuredMemory())
-		if err != nil {
-			fail(err)
-			continue
-		}
-		if len(fg) == 0 {
-			fail(fmt.Errorf("group %q holds no GPUs after the split", grp.Name))
-			continue
-		}
-		res, err := fit.Fit(m, fg, fit.Options{Engine: fit.VLLM, KV: kv, Context: j.Context, Concurrency: j.Concurrency, P2P: true})
-		if err != nil {
-			fail(err)
-			continue
-		}
-		if res.Recommended >= 0 {
-			p := res.Placements[res.Recommended]
-			j.Recommended, j.Verdict, j.Why = p.Name(), string(p.Verdict), p.Why
-		} else {
-			j.Verdict, j.Why = string(fit.DoesNotFit), res.Why
-		}
-		out = append(out, j)
+	dir := ""
+	if d.config != "" {
+		dir = filepath.Dir(d.config)
 	}
-	return out
+	return fit.GroupModels(file, pl.inv, pl.plan, dir, measuredMemory)
 }
 
 // writeSplitModels prints splitModels' result after a plan.

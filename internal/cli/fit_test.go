@@ -63,21 +63,21 @@ func TestFitReferenceCase(t *testing.T) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
 	}
-	var doc fitDoc
+	var doc fit.Report
 	if err := json.Unmarshal([]byte(mustRun(t, "--demo", "fit", "--model", referenceModel, "--ct", "129", "-o", "json")), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if len(doc.Sets) != 2 || doc.Context != 262144 || doc.Concurrency != 16 || doc.Model.WeightBytes != 237_943_824_992 {
 		t.Fatalf("%d sets, %d × %d, %d bytes", len(doc.Sets), doc.Concurrency, doc.Context, doc.Model.WeightBytes)
 	}
-	byName := func(s fitSetJSON, name string) fitPlacementJSON {
+	byName := func(s fit.SetReport, name string) fit.PlacementReport {
 		for _, p := range s.Placements {
 			if p.Name == name {
 				return p
 			}
 		}
 		t.Fatalf("%s: no %s", s.Label, name)
-		return fitPlacementJSON{}
+		return fit.PlacementReport{}
 	}
 	for _, c := range []struct {
 		set      int
@@ -107,7 +107,7 @@ func TestFitReferenceCase(t *testing.T) {
 // TestFitFlags: the command line's serving conditions override the split's, and its
 // mistakes are refused with what to do.
 func TestFitFlags(t *testing.T) {
-	var doc fitDoc
+	var doc fit.Report
 	out := mustRun(t, "--demo", "fit", "--model", referenceModel, "--ct", "129", "--context", "32768", "--concurrency", "4", "--kv-dtype", "fp8", "--engine", "sglang", "--no-p2p", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
