@@ -3,16 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/host"
-	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
 )
@@ -67,19 +63,8 @@ func (f *persistFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.binary, "binary", "", "the gpusplit the boot unit runs, as the host sees it (default "+persist.DefaultBinary+"): root's, writable by root alone, in directories only root can change")
 }
 
-// bootFiles are the boot-time files for a desired state and the binary their unit runs.
-type bootFiles struct {
-	files  []persist.File
-	config string
-	binary persist.Binary
-	// checked says the binary was looked at: a snapshot holds no binaries.
-	checked bool
-	// refused is why install would not let the unit run the binary.
-	refused error
-}
-
 // files computes the boot-time files for the desired state, and checks the binary.
-func (f *persistFlags) files(g *globals, h *host.Host) (*bootFiles, error) {
+func (f *persistFlags) files(g *globals, h *host.Host) (*persist.Boot, error) {
 	// The files are for the next boot, when no VM holds a pool: they pin its resting
 	// driver, whatever VM runs now.
 	f.atRest = true
@@ -91,60 +76,22 @@ func (f *persistFlags) files(g *globals, h *host.Host) (*bootFiles, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := map[pci.Address][2]uint16{}
-	for _, d := range inv.Tree.Devices {
-		ids[d.Address] = [2]uint16{d.VendorID, d.DeviceID}
-	}
-	pins := persist.Pins(p, ids)
-	if len(pins) == 0 {
-		return nil, fmt.Errorf("the desired state pins no device to a driver: nothing to persist")
-	}
-	bf := &bootFiles{config: plan.DefaultConfig}
-	if f.config != "" {
-		// The unit names the file by its absolute path.
-		if bf.config, err = filepath.Abs(f.config); err != nil {
-			return nil, err
-		}
-	}
-	// The unit runs the installed gpusplit, never this executable by default: a copy in
-	// a download or build directory is gone, or someone else's, by the next boot.
-	named := f.binary != ""
-	path := f.binary
-	if !named {
-		path = persist.DefaultBinary
-	}
-	bf.binary, err = persist.CheckBinary(h, path, named)
-	switch {
-	case errors.Is(err, host.ErrReadOnly):
-	case err != nil:
-		bf.checked = true
-		if exe, e := os.Executable(); e == nil && !named && h.Root() == "/" && exe != path {
-			err = fmt.Errorf("%w (this gpusplit runs from %s; the unit does not run it from there)", err, exe)
-		}
-		bf.refused = err
-	default:
-		bf.checked = true
-	}
-	bf.files, err = persist.Files(pins, persist.Options{Binary: path, Config: bf.config, SyncProxmox: desired.SyncProxmox})
-	if err != nil {
-		return nil, err
-	}
-	return bf, nil
+	return persist.PlanBoot(h, p, inv.Tree, persist.BootOptions{Config: f.config, Binary: f.binary, SyncProxmox: desired.SyncProxmox})
 }
 
 // describeBinary says which binary the unit runs and what the check found.
-func (bf *bootFiles) describeBinary() string {
-	b := bf.binary
+func describeBinary(bf *persist.Boot) string {
+	b := bf.Binary
 	name := b.Path
 	if b.Resolved != b.Path {
 		name += " (-> " + b.Resolved + ")"
 	}
 	var s string
 	switch {
-	case !bf.checked:
+	case !bf.Checked:
 		s = fmt.Sprintf("The unit runs %s (not checked: a snapshot holds no binaries).\n", name)
-	case bf.refused != nil:
-		s = fmt.Sprintf("The unit would run %s, which install refuses: %v\n", name, bf.refused)
+	case bf.Refused != nil:
+		s = fmt.Sprintf("The unit would run %s, which install refuses: %v\n", name, bf.Refused)
 	default:
 		s = fmt.Sprintf("The unit runs %s: root's, and only root can change it.\n", name)
 	}
@@ -154,86 +101,8 @@ func (bf *bootFiles) describeBinary() string {
 	return s
 }
 
-// persistShowJSON is persist show -o json.
-type persistShowJSON struct {
-	Binary persistBinaryJSON `json:"binary"`
-	Files  []persistFileJSON `json:"files"`
-}
-
-type persistBinaryJSON struct {
-	Path     string   `json:"path"`
-	Resolved string   `json:"resolved"`
-	Checked  bool     `json:"checked"`
-	OK       bool     `json:"ok"`
-	Problems []string `json:"problems"`
-	Notes    []string `json:"notes"`
-}
-
-type persistFileJSON struct {
-	Path    string `json:"path"`
-	Mode    string `json:"mode"`
-	State   string `json:"state"` // installed, different, absent
-	Content string `json:"content"`
-}
-
-// binaryJSON is the binary the unit runs and what install's check found of it.
-func (bf *bootFiles) binaryJSON() persistBinaryJSON {
-	out := persistBinaryJSON{Path: bf.binary.Path, Resolved: bf.binary.Resolved, Checked: bf.checked,
-		OK: bf.checked && bf.refused == nil, Problems: []string{}, Notes: append([]string{}, bf.binary.Notes...)}
-	var be *persist.BinaryError
-	switch {
-	case errors.As(bf.refused, &be):
-		out.Problems = append(out.Problems, be.Problems...)
-	case bf.refused != nil:
-		out.Problems = append(out.Problems, bf.refused.Error())
-	}
-	return out
-}
-
-// filesJSON are the boot-time files with whether each is installed as it is.
-func filesJSON(h *host.Host, files []persist.File) []persistFileJSON {
-	installed := map[string]string{}
-	for _, i := range persist.Installed(h) {
-		installed[i.Path] = i.Content
-	}
-	out := []persistFileJSON{}
-	for _, file := range files {
-		state := "absent"
-		if c, ok := installed[file.Path]; ok {
-			state = "different"
-			if c == file.Content {
-				state = "installed"
-			}
-		}
-		out = append(out, persistFileJSON{file.Path, fmt.Sprintf("%04o", file.Mode), state, file.Content})
-	}
-	return out
-}
-
-// persistChangeJSON is persist install and remove -o json: what was (or, in a dry run,
-// would be) written, what stops it, what was done to each file, the system commands.
-type persistChangeJSON struct {
-	DryRun   bool               `json:"dry_run"`
-	Binary   *persistBinaryJSON `json:"binary,omitempty"`
-	Files    []persistFileJSON  `json:"files"`
-	Problems []string           `json:"problems"`
-	Changes  []fileChangeJSON   `json:"changes"`
-	Commands []commandJSON      `json:"commands"`
-	Notes    []string           `json:"notes"`
-}
-
-type fileChangeJSON struct {
-	Path   string `json:"path"`
-	Action string `json:"action"`
-}
-
-func changesJSON(cs []persist.Change) []fileChangeJSON {
-	out := []fileChangeJSON{}
-	for _, c := range cs {
-		out = append(out, fileChangeJSON{c.Path, c.Action})
-	}
-	return out
-}
+// persistBinaryJSON is the binary a unit or a snippet runs, in -o json.
+type persistBinaryJSON = persist.BinaryReport
 
 func newPersistShow(g *globals) *cobra.Command {
 	var f persistFlags
@@ -253,11 +122,11 @@ func newPersistShow(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := persistShowJSON{Binary: bf.binaryJSON(), Files: filesJSON(h, bf.files)}
+			out := persist.ShowReport{Binary: bf.Report(), Files: persist.FileStates(h, bf.Files)}
 			if g.json() {
 				return g.writeJSON(out)
 			}
-			fmt.Fprintln(g.stdout, bf.describeBinary())
+			fmt.Fprintln(g.stdout, describeBinary(bf))
 			words := map[string]string{"absent": "not installed", "different": "installed, different", "installed": "installed"}
 			for _, file := range out.Files {
 				fmt.Fprintf(g.stdout, "==> %s (%s) <==\n%s\n", file.Path, words[file.State], file.Content)
@@ -293,20 +162,20 @@ func newPersistInstall(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			files := bf.files
+			files := bf.Files
 			if len(f.vfio) > 0 {
-				files = append([]persist.File{{Path: bf.config, Mode: 0o644, Content: configFromFlags(g.devices, f.vfio, f.allowShared)}}, files...)
+				files = append([]persist.File{{Path: bf.Config, Mode: 0o644, Content: configFromFlags(g.devices, f.vfio, f.allowShared)}}, files...)
 			}
 			// Every reason to stop is known before the first file is written.
 			var stops []error
 			if !h.Writable() {
 				stops = append(stops, fmt.Errorf("cannot install into %s: %w", h.Root(), host.ErrReadOnly))
 			}
-			if bf.refused != nil {
-				stops = append(stops, bf.refused)
+			if bf.Refused != nil {
+				stops = append(stops, bf.Refused)
 			}
-			bin := bf.binaryJSON()
-			doc := persistChangeJSON{DryRun: dryRun, Binary: &bin, Files: filesJSON(h, files), Problems: []string{}, Changes: []fileChangeJSON{}, Commands: []commandJSON{}, Notes: []string{}}
+			bin := bf.Report()
+			doc := persist.ChangeReport{DryRun: dryRun, Binary: &bin, Files: persist.FileStates(h, files), Problems: []string{}, Changes: []persist.Change{}, Commands: []persist.Command{}, Notes: []string{}}
 			for _, e := range stops {
 				doc.Problems = append(doc.Problems, e.Error())
 			}
@@ -316,10 +185,10 @@ func newPersistInstall(g *globals) *cobra.Command {
 			case len(stops) > 0:
 				err = fmt.Errorf("nothing was written: %w", errors.Join(stops...))
 			case !dryRun:
-				g.warn(bf.binary.Notes)
+				g.warn(bf.Binary.Notes)
 				var changes []persist.Change
 				changes, err = persist.Install(h, files)
-				doc.Changes = changesJSON(changes)
+				doc.Changes = append([]persist.Change{}, changes...)
 				if !g.json() {
 					for _, c := range doc.Changes {
 						fmt.Fprintf(g.stdout, "%-10s %s\n", c.Action, c.Path)
@@ -327,10 +196,10 @@ func newPersistInstall(g *globals) *cobra.Command {
 				}
 				if err == nil {
 					if !g.json() {
-						fmt.Fprintf(g.stdout, "The unit runs %s.\n", bf.binary.Path)
+						fmt.Fprintf(g.stdout, "The unit runs %s.\n", bf.Binary.Path)
 					}
 					doc.Commands = runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "gpusplit.service"}, {"udevadm", "control", "--reload"}})
-					doc.Notes = append(doc.Notes, initramfsAdvice(h)...)
+					doc.Notes = append(doc.Notes, persist.InitramfsAdvice(h)...)
 				}
 			}
 			switch {
@@ -342,7 +211,7 @@ func newPersistInstall(g *globals) *cobra.Command {
 				for _, file := range files {
 					fmt.Fprintf(g.stdout, "==> %s <==\n%s\n", file.Path, file.Content)
 				}
-				fmt.Fprint(g.stdout, bf.describeBinary())
+				fmt.Fprint(g.stdout, describeBinary(bf))
 				if err == nil {
 					fmt.Fprintln(g.stdout, "dry run: nothing was written.")
 				}
@@ -384,10 +253,10 @@ func newPersistRemove(g *globals) *cobra.Command {
 			if err == nil {
 				ran = append(ran, runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"udevadm", "control", "--reload"}})...)
 				notes = append(notes, fmt.Sprintf("The desired state %s is kept; the drivers bound now stay as they are.", plan.DefaultConfig))
-				notes = append(notes, initramfsAdvice(h)...)
+				notes = append(notes, persist.InitramfsAdvice(h)...)
 			}
 			if g.json() {
-				doc := persistChangeJSON{Files: []persistFileJSON{}, Problems: []string{}, Changes: changesJSON(changes), Commands: ran, Notes: notes}
+				doc := persist.ChangeReport{Files: []persist.FileReport{}, Problems: []string{}, Changes: append([]persist.Change{}, changes...), Commands: ran, Notes: notes}
 				if jerr := g.writeJSON(doc); jerr != nil {
 					return jerr
 				}
@@ -424,50 +293,20 @@ func configFromFlags(devices string, vfio []string, allowShared bool) string {
 	return b.String()
 }
 
-// commandJSON is a system command persist ran, or did not run under --root.
-type commandJSON struct {
-	Command string `json:"command"`
-	Ran     bool   `json:"ran"`
-	Error   string `json:"error"`
-}
-
-// runAll runs system commands on the live host; under --root it says what it skipped.
-// A command that fails is a warning: the files are in place, and the command can be run
-// by hand.
-func runAll(g *globals, h *host.Host, cmds [][]string) []commandJSON {
-	out := []commandJSON{}
-	for _, c := range cmds {
-		r := commandJSON{Command: strings.Join(c, " ")}
-		if h.Root() != "/" {
-			if !g.json() {
-				fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", h.Root(), r.Command)
-			}
-			out = append(out, r)
-			continue
-		}
-		r.Ran = true
-		if b, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-			r.Error = strings.TrimSpace(fmt.Sprintf("%v %s", err, b))
+// runAll runs system commands on the live host (persist.Run), and says what it skipped
+// under --root and which failed: a warning, since the files are in place and the
+// command can be run by hand.
+func runAll(g *globals, h *host.Host, cmds [][]string) []persist.Command {
+	out := persist.Run(h, cmds)
+	for _, r := range out {
+		switch {
+		case !r.Ran && !g.json():
+			fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", h.Root(), r.Command)
+		case r.Error != "":
 			fmt.Fprintf(g.stderr, "warning: %s: %s\n", r.Command, r.Error)
 		}
-		out = append(out, r)
 	}
 	return out
-}
-
-// initramfsAdvice says to rebuild the initramfs when a GPU driver or vfio-pci is in it.
-func initramfsAdvice(h *host.Host) []string {
-	b, err := h.ReadFile("/etc/initramfs-tools/modules")
-	if err != nil {
-		return nil
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "vfio") || strings.HasPrefix(line, "nvidia") || strings.HasPrefix(line, "amdgpu") {
-			return []string{fmt.Sprintf("/etc/initramfs-tools/modules loads %s early: rebuild the initramfs so it has the same hook: update-initramfs -u -k all", line)}
-		}
-	}
-	return nil
 }
 
 func printNotes(g *globals, notes []string) {

@@ -209,7 +209,7 @@ func testShowBinary(t *testing.T, root string, reset func()) {
 	if !strings.HasPrefix(out, "The unit runs /usr/local/bin/gpusplit (-> /usr/bin/gpusplit): root's") {
 		t.Errorf("show says:\n%s", out)
 	}
-	var doc persistShowJSON
+	var doc persist.ShowReport
 	if err := json.Unmarshal([]byte(mustRun(t, "--root", root, "persist", "show", "--vfio", "numa:1", "--binary", "/opt/none", "-o", "json")), &doc); err != nil {
 		t.Fatal(err)
 	}

@@ -27,10 +27,10 @@ func Dirs() []string {
 
 // Change is what Install or Remove did to one file.
 type Change struct {
-	Path string
+	Path string `json:"path"`
 	// Action: "written", "unchanged", "removed", "absent"; after a failure "untouched"
 	// (not reached), "restored" (changed, then put back) or "not restored".
-	Action string
+	Action string `json:"action"`
 }
 
 // maxFile bounds what Install reads of a file it may replace: persist's files are small.
