@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
@@ -65,16 +66,16 @@ type planDoc struct {
 }
 
 type actionJSON struct {
-	Device     string       `json:"device"`
-	Name       string       `json:"name"`
-	Role       string       `json:"role"`
-	GPU        string       `json:"gpu"`
-	Group      string       `json:"group"`
-	IOMMUGroup int          `json:"iommu_group"`
-	NUMANode   int          `json:"numa_node"`
-	From       string       `json:"from"`
-	To         string       `json:"to"`
-	Holders    []holderJSON `json:"holders"`
+	Device     string                   `json:"device"`
+	Name       string                   `json:"name"`
+	Role       string                   `json:"role"`
+	GPU        string                   `json:"gpu"`
+	Group      string                   `json:"group"`
+	IOMMUGroup int                      `json:"iommu_group"`
+	NUMANode   int                      `json:"numa_node"`
+	From       string                   `json:"from"`
+	To         string                   `json:"to"`
+	Holders    []inventory.HolderReport `json:"holders"`
 	// HeldBy is the running VM that holds a pool's device, for which it belongs on
 	// vfio-pci; absent otherwise.
 	HeldBy int `json:"held_by,omitempty"`
@@ -85,7 +86,7 @@ func planJSON(root string, p *plan.Plan) planDoc {
 	conv := func(m plan.Move) actionJSON {
 		a := actionJSON{
 			Device: m.Device.String(), Name: m.Name, Role: string(m.Role), GPU: m.GPU.String(), Group: m.Target,
-			IOMMUGroup: m.IOMMUGroup, NUMANode: m.NUMANode, From: m.From, To: m.To, Holders: holderDocs(m.Holders),
+			IOMMUGroup: m.IOMMUGroup, NUMANode: m.NUMANode, From: m.From, To: m.To, Holders: inventory.HolderReports(m.Holders),
 			HeldBy: m.HeldBy,
 		}
 		return a
