@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
@@ -54,51 +53,14 @@ When everything is in place the plan is empty and says so.`,
 	return cmd
 }
 
-// The JSON form of a plan: actions[] with device, from, to (see docs/json.md).
+// planDoc is plan -o json: the plan's report, and the fits of the groups that name a
+// model (absent when none does).
 type planDoc struct {
-	Host     string       `json:"host"`
-	Empty    bool         `json:"empty"`
-	Actions  []actionJSON `json:"actions"`
-	InPlace  []actionJSON `json:"in_place"`
-	Warnings []string     `json:"warnings"`
-	// Models are the fits of the groups that name a model; absent when none does.
+	plan.Report
 	Models []planModelJSON `json:"models,omitempty"`
 }
 
-type actionJSON struct {
-	Device     string                   `json:"device"`
-	Name       string                   `json:"name"`
-	Role       string                   `json:"role"`
-	GPU        string                   `json:"gpu"`
-	Group      string                   `json:"group"`
-	IOMMUGroup int                      `json:"iommu_group"`
-	NUMANode   int                      `json:"numa_node"`
-	From       string                   `json:"from"`
-	To         string                   `json:"to"`
-	Holders    []inventory.HolderReport `json:"holders"`
-	// HeldBy is the running VM that holds a pool's device, for which it belongs on
-	// vfio-pci; absent otherwise.
-	HeldBy int `json:"held_by,omitempty"`
-}
-
-func planJSON(root string, p *plan.Plan) planDoc {
-	doc := planDoc{Host: root, Empty: p.Empty(), Actions: []actionJSON{}, InPlace: []actionJSON{}, Warnings: append([]string{}, p.Warnings...)}
-	conv := func(m plan.Move) actionJSON {
-		a := actionJSON{
-			Device: m.Device.String(), Name: m.Name, Role: string(m.Role), GPU: m.GPU.String(), Group: m.Target,
-			IOMMUGroup: m.IOMMUGroup, NUMANode: m.NUMANode, From: m.From, To: m.To, Holders: inventory.HolderReports(m.Holders),
-			HeldBy: m.HeldBy,
-		}
-		return a
-	}
-	for _, m := range p.Moves {
-		doc.Actions = append(doc.Actions, conv(m))
-	}
-	for _, m := range p.InPlace {
-		doc.InPlace = append(doc.InPlace, conv(m))
-	}
-	return doc
-}
+func planJSON(root string, p *plan.Plan) planDoc { return planDoc{Report: p.Report(root)} }
 
 func writePlan(w io.Writer, root string, p *plan.Plan) error {
 	if p.Empty() {

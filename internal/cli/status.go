@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +40,7 @@ Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 				return err
 			}
 			inv, p := pl.inv, pl.plan
-			pools := poolStates(pl)
+			pools := pl.plan.Pools(pl.desired)
 			// A GPU that came back broken from a VM is kept from its driver and its
 			// containers until released: the host is not where it belongs.
 			quarantined, err := health.List(pl.h)
@@ -58,8 +57,8 @@ Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 				if err := g.writeJSON(struct {
 					InSync bool `json:"in_sync"`
 					planDoc
-					Pools       []poolJSON      `json:"pools"`
-					Quarantined []health.Record `json:"quarantined"`
+					Pools       []plan.PoolReport `json:"pools"`
+					Quarantined []health.Record   `json:"quarantined"`
 				}{inSync, doc, pools, quarantined}); err != nil {
 					return err
 				}
@@ -133,43 +132,7 @@ func writeStatus(w io.Writer, root string, p *plan.Plan, quarantined []health.Re
 	}
 }
 
-// poolJSON is a pool of the desired state as status sees it: each GPU with the driver it
-// is on and the running VM that holds it.
-type poolJSON struct {
-	Name    string        `json:"name"`
-	Resting string        `json:"resting"` // "" is the vendor's driver
-	GPUs    []poolGPUJSON `json:"gpus"`
-}
-
-type poolGPUJSON struct {
-	Device string `json:"device"`
-	Driver string `json:"driver"`  // "" when unbound
-	HeldBy int    `json:"held_by"` // 0 when no VM holds it
-	// InPlace: on the resting driver, or on vfio-pci while held.
-	InPlace bool `json:"in_place"`
-}
-
-// poolStates lists the desired state's pools, in the file's order.
-func poolStates(pl *planned) []poolJSON {
-	out := []poolJSON{}
-	moves := append(slices.Clone(pl.plan.Moves), pl.plan.InPlace...)
-	slices.SortFunc(moves, func(a, b plan.Move) int { return a.Device.Compare(b.Device) })
-	for _, t := range pl.desired.Targets {
-		if !t.Pool {
-			continue
-		}
-		pj := poolJSON{Name: t.Name, Resting: t.Driver, GPUs: []poolGPUJSON{}}
-		for _, m := range moves {
-			if m.Role == plan.RoleGPU && m.Target == t.Name {
-				pj.GPUs = append(pj.GPUs, poolGPUJSON{Device: m.Device.String(), Driver: m.From, HeldBy: m.HeldBy, InPlace: m.Done()})
-			}
-		}
-		out = append(out, pj)
-	}
-	return out
-}
-
-func writePools(w io.Writer, pools []poolJSON) {
+func writePools(w io.Writer, pools []plan.PoolReport) {
 	for _, pj := range pools {
 		resting := pj.Resting
 		if resting == "" {
