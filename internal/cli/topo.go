@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 
@@ -42,7 +41,7 @@ same tree as a Graphviz graph.`,
 			m.ReadGPUNUMAIDs(h)
 			switch {
 			case g.json():
-				return g.writeJSON(topoJSON(m))
+				return g.writeJSON(m.Report())
 			case format == "dot":
 				return m.WriteDOT(g.stdout)
 			case format == "svg":
@@ -53,48 +52,4 @@ same tree as a Graphviz graph.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "matrix", "matrix (as nvidia-smi topo -m), svg (a picture of the PCIe tree) or dot (the same for Graphviz)")
 	return cmd
-}
-
-// The JSON form of topo: gpus (addresses, in row order), nics, and matrix (rows of
-// strings, GPUs then NICs, columns in the same order). See docs/json.md.
-type topoDoc struct {
-	GPUs         []pci.Address `json:"gpus"`
-	NICs         []nicJSON     `json:"nics"`
-	Matrix       [][]string    `json:"matrix"`
-	CPUAffinity  []string      `json:"cpu_affinity"`
-	NUMAAffinity []int         `json:"numa_affinity"`
-	// GPUNUMAID is each GPU's memory's own NUMA node, where the nvidia driver states it
-	// (numa_status), else -1.
-	GPUNUMAID []int `json:"gpu_numa_id"`
-	Flat      bool  `json:"flat"`
-}
-
-type nicJSON struct {
-	Name    string      `json:"name"`
-	Address pci.Address `json:"address"`
-}
-
-func topoJSON(m *topo.Matrix) topoDoc {
-	doc := topoDoc{GPUs: []pci.Address{}, NICs: []nicJSON{}, Matrix: [][]string{}, CPUAffinity: []string{}, NUMAAffinity: []int{}, GPUNUMAID: []int{}, Flat: m.Flat()}
-	for i, d := range m.GPUs {
-		doc.GPUs = append(doc.GPUs, d.Address)
-		id := -1
-		if i < len(m.GPUNUMAIDs) {
-			id = m.GPUNUMAIDs[i]
-		}
-		doc.GPUNUMAID = append(doc.GPUNUMAID, id)
-		doc.CPUAffinity = append(doc.CPUAffinity, d.LocalCPUs.String())
-		doc.NUMAAffinity = append(doc.NUMAAffinity, d.NUMANode)
-	}
-	for _, n := range m.NICs {
-		doc.NICs = append(doc.NICs, nicJSON{Name: n.Name, Address: n.Device.Address})
-	}
-	for _, row := range m.Cells {
-		r := make([]string, len(row))
-		for i, c := range row {
-			r[i] = string(c)
-		}
-		doc.Matrix = append(doc.Matrix, r)
-	}
-	return doc
 }
