@@ -220,7 +220,7 @@ func writeFit(w io.Writer, d *fit.Report) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  weights: %s (%s), exact, from the headers of %d safetensors shards; quantization %s\n", hfmodel.GB(m.WeightBytes), fit.GiBText(m.WeightBytes), m.Shards, m.Quantization)
 	if m.KVBytesPerToken > 0 {
-		fmt.Fprintf(w, "  KV cache: %s (%s), %s bytes per token at TP 1 (%s)", d.KVDType, d.KVDTypeFrom, thousandsOf(m.KVBytesPerToken), m.KVBytesPerTokenFrom)
+		fmt.Fprintf(w, "  KV cache: %s (%s), %s bytes per token at TP 1 (%s)", d.KVDType, d.KVDTypeFrom, fit.Thousands(m.KVBytesPerToken), m.KVBytesPerTokenFrom)
 		if m.StateBytesPerSeq > 0 {
 			fmt.Fprintf(w, ", plus %s of linear-attention state per sequence", mibText(m.StateBytesPerSeq))
 		}
@@ -229,7 +229,7 @@ func writeFit(w io.Writer, d *fit.Report) error {
 	for _, n := range m.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
-	fmt.Fprintf(w, "serving: %s, %s of %s tokens", d.Engine, sequencesText(int64(d.Concurrency)), thousandsOf(int64(d.Context)))
+	fmt.Fprintf(w, "serving: %s, %s of %s tokens", d.Engine, sequencesText(int64(d.Concurrency)), fit.Thousands(int64(d.Context)))
 	if d.ServingFrom != "" {
 		fmt.Fprintf(w, " (%s)", d.ServingFrom)
 	}
@@ -257,7 +257,7 @@ func writeFit(w io.Writer, d *fit.Report) error {
 		for _, p := range s.Placements {
 			kvText, tok, seq := "-", "-", "-"
 			if p.KVBytesPerGPU > 0 {
-				kvText, tok, seq = fit.GiBText(p.KVBytesPerGPU), thousandsOf(p.KVTokens), thousandsOf(p.Sequences)
+				kvText, tok, seq = fit.GiBText(p.KVBytesPerGPU), fit.Thousands(p.KVTokens), fit.Thousands(p.Sequences)
 			}
 			v := p.Verdict
 			if p.Recommended {
@@ -312,7 +312,7 @@ func layersText(m fit.ModelReport) string {
 		parts = append(parts, fmt.Sprintf("%d full", m.FullLayers))
 	}
 	if m.SlidingLayers > 0 {
-		parts = append(parts, fmt.Sprintf("%d sliding (window %s)", m.SlidingLayers, thousandsOf(int64(m.SlidingWindow))))
+		parts = append(parts, fmt.Sprintf("%d sliding (window %s)", m.SlidingLayers, fit.Thousands(int64(m.SlidingWindow))))
 	}
 	if m.LinearLayers > 0 {
 		parts = append(parts, fmt.Sprintf("%d linear", m.LinearLayers))
@@ -361,23 +361,11 @@ func gpusText(gpus []fit.GPUReport) string {
 	return strings.Join(parts, ", ") + "; " + strings.Join(byNode, ", ")
 }
 
-func thousandsOf(n int64) string {
-	s := fmt.Sprint(n)
-	var out []byte
-	for i, c := range []byte(s) {
-		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
-			out = append(out, ',')
-		}
-		out = append(out, c)
-	}
-	return string(out)
-}
-
 func sequencesText(n int64) string {
 	if n == 1 {
 		return "1 sequence"
 	}
-	return thousandsOf(n) + " sequences"
+	return fit.Thousands(n) + " sequences"
 }
 
 func mibText(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/float64(fit.MiB)) }

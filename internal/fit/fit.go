@@ -413,16 +413,16 @@ func verdict(p Placement, o Options) (Verdict, string) {
 	}
 	perReplica := p.Sequences / int64(p.Replicas)
 	if perReplica < 1 {
-		return DoesNotFit, fmt.Sprintf("the KV cache holds %s tokens per replica, less than one sequence of %s", thousands(p.Tokens), thousands(int64(o.Context)))
+		return DoesNotFit, fmt.Sprintf("the KV cache holds %s tokens per replica, less than one sequence of %s", Thousands(p.Tokens), Thousands(int64(o.Context)))
 	}
 	want := int64(o.Concurrency)
 	if p.Sequences < want {
-		return Tight, fmt.Sprintf("holds %d of the %d sequences of %s tokens", p.Sequences, want, thousands(int64(o.Context)))
+		return Tight, fmt.Sprintf("holds %d of the %d sequences of %s tokens", p.Sequences, want, Thousands(int64(o.Context)))
 	}
 	if float64(p.Sequences) < float64(want)*(1+Margin) {
-		return Tight, fmt.Sprintf("holds %d sequences of %s tokens, within %d%% of the %d asked: the reserve is an estimate", p.Sequences, thousands(int64(o.Context)), int(Margin*100), want)
+		return Tight, fmt.Sprintf("holds %d sequences of %s tokens, within %d%% of the %d asked: the reserve is an estimate", p.Sequences, Thousands(int64(o.Context)), int(Margin*100), want)
 	}
-	return Fits, fmt.Sprintf("holds %d sequences of %s tokens, %d asked", p.Sequences, thousands(int64(o.Context)), want)
+	return Fits, fmt.Sprintf("holds %d sequences of %s tokens, %d asked", p.Sequences, Thousands(int64(o.Context)), want)
 }
 
 // recommend ranks the placements: first what fits (then what is tight, the most

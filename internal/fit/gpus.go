@@ -91,9 +91,10 @@ func (k Known) Describe() string {
 }
 
 // MiBText words bytes in MiB with thousands separated: "97,887 MiB".
-func MiBText(b int64) string { return thousands(b/MiB) + " MiB" }
+func MiBText(b int64) string { return Thousands(b/MiB) + " MiB" }
 
-func thousands(n int64) string {
+// Thousands writes n with commas between thousands: 262,144.
+func Thousands(n int64) string {
 	s := fmt.Sprint(n)
 	neg := n < 0
 	if neg {
