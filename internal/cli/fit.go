@@ -134,7 +134,7 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 	}
 	engine, err := fit.ParseEngine(f.engine)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--engine %w", err)
 	}
 	var memOverride int64
 	if f.gpuMemory != "" {
@@ -148,7 +148,7 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 	}
 	kv, err := fit.ParseKVDType(f.kvDType, m)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--kv-dtype %w", err)
 	}
 	h, err := g.host()
 	if err != nil {
@@ -201,11 +201,14 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 		Measured: measuredMemory,
 	})
 	var modelErr *fit.ModelError
+	var kvErr *fit.KVBytesError
 	switch {
 	case errors.As(err, &modelErr):
 		return nil, fmt.Errorf("--model: %w", modelErr.Err)
 	case errors.Is(err, fit.ErrNoContext):
 		return nil, fmt.Errorf("%w: give --context", err)
+	case errors.As(err, &kvErr):
+		return nil, fmt.Errorf("--kv-bytes-per-token %d is more than the %d (1 GiB) gpusplit accepts: BLOOM-176B's multi-head attention takes 4,014,080", kvErr.Bytes, fit.MaxKVBytesPerToken)
 	}
 	return doc, err
 }

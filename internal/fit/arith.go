@@ -68,6 +68,13 @@ func tooLarge(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrTooLarge, fmt.Sprintf(format, args...))
 }
 
+// KVBytesError is an Options.KVBytesPerToken past MaxKVBytesPerToken.
+type KVBytesError struct{ Bytes int64 }
+
+func (e *KVBytesError) Error() string {
+	return fmt.Sprintf("%d KV cache bytes per token is more than the %d (1 GiB) gpusplit accepts: BLOOM-176B's multi-head attention takes 4,014,080", e.Bytes, MaxKVBytesPerToken)
+}
+
 // checkInputs refuses a model, GPUs or options outside the bounds, before any
 // arithmetic: hfmodel.Load keeps a model within them, a Model built otherwise may not.
 func checkInputs(m *hfmodel.Model, gpus []GPU, o Options) error {
@@ -77,7 +84,7 @@ func checkInputs(m *hfmodel.Model, gpus []GPU, o Options) error {
 	case len(m.Kinds) != m.Layers || len(m.Weights.Layers) != m.Layers:
 		return fmt.Errorf("the model has %d layers, but %d layer kinds and %d layers of weights: its weights were not read (hfmodel.Load reads them)", m.Layers, len(m.Kinds), len(m.Weights.Layers))
 	case o.KVBytesPerToken > MaxKVBytesPerToken:
-		return fmt.Errorf("--kv-bytes-per-token %d is more than the %d (1 GiB) gpusplit accepts: BLOOM-176B's multi-head attention takes 4,014,080", o.KVBytesPerToken, MaxKVBytesPerToken)
+		return &KVBytesError{o.KVBytesPerToken}
 	}
 	for _, g := range gpus {
 		if g.Memory <= 0 || g.Memory > MaxGPUMemory {

@@ -15,13 +15,14 @@ const (
 	SGLang Engine = "sglang"
 )
 
-// ParseEngine reads --engine.
+// ParseEngine reads an engine's name; an unknown one is an error that names it and says
+// which there are.
 func ParseEngine(s string) (Engine, error) {
 	switch e := Engine(strings.ToLower(s)); e {
 	case VLLM, SGLang:
 		return e, nil
 	}
-	return "", fmt.Errorf("--engine %q: it is vllm or sglang", s)
+	return "", fmt.Errorf("%q: it is vllm or sglang", s)
 }
 
 // Budget is what an engine leaves for the KV cache on one GPU, and why.

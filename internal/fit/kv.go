@@ -15,7 +15,7 @@ type KVDType struct {
 	From string
 }
 
-// ParseKVDType reads --kv-dtype: auto (the model's dtype, as both engines take it:
+// ParseKVDType reads a KV cache dtype (--kv-dtype): auto (the model's dtype, as both engines take it:
 // 16-bit, since a float32 checkpoint is served in 16 bits), bf16, fp16, or fp8 and its
 // two kinds (one byte).
 func ParseKVDType(s string, m *hfmodel.Model) (KVDType, error) {
@@ -33,7 +33,7 @@ func ParseKVDType(s string, m *hfmodel.Model) (KVDType, error) {
 	case "fp8", "fp8_e4m3", "fp8_e5m2":
 		return KVDType{Name: strings.ToLower(s), Bytes: 1, From: "--kv-dtype"}, nil
 	}
-	return KVDType{}, fmt.Errorf("--kv-dtype %q: it is auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2", s)
+	return KVDType{}, fmt.Errorf("%q: it is auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2", s)
 }
 
 // kvHeadsPerRank is the KV heads one TP rank holds: its share of them, or one copy when

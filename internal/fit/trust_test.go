@@ -66,7 +66,8 @@ func TestFitRefusesOverflow(t *testing.T) {
 		t.Errorf("a context of 2^63 − 1: %v", err)
 	}
 	o.Context, o.KVBytesPerToken = 4096, MaxKVBytesPerToken+1
-	if _, err := Fit(small, gpusOn(2, proMemory, 1), o); err == nil || !strings.Contains(err.Error(), "--kv-bytes-per-token 1073741825 is more than the 1073741824") {
+	var kvErr *KVBytesError
+	if _, err := Fit(small, gpusOn(2, proMemory, 1), o); !errors.As(err, &kvErr) || kvErr.Bytes != MaxKVBytesPerToken+1 || !strings.Contains(err.Error(), "1073741825 KV cache bytes per token is more than the 1073741824") {
 		t.Errorf("--kv-bytes-per-token past its bound: %v", err)
 	}
 	o.KVBytesPerToken = MaxKVBytesPerToken
