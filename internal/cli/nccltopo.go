@@ -17,8 +17,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/nccl"
-	"github.com/gpusplit/gpusplit/internal/pci"
-	"github.com/gpusplit/gpusplit/internal/topo"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
@@ -236,27 +234,13 @@ func (r *ncclResult) print(g *globals, vmid int) error {
 
 // hostTopology is the topology of this host's GPUs and RDMA NICs, as NCCL detects it.
 func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *ncclResult) (*nccl.Node, error) {
-	if len(inv.GPUs) == 0 {
-		return nil, errors.New("no GPU found (see gpusplit inventory; --devices chooses others)")
-	}
-	devs := inv.Devices()
-	for _, d := range devs {
-		if d.VendorID != pci.VendorNVIDIA {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s is not an NVIDIA GPU: NCCL does not use it (RCCL reads a version 2 file of its own)", d.Address))
-		}
-	}
-	for _, n := range topo.NICs(h, inv.Tree) {
-		devs = append(devs, n.Device)
-	}
-	x, warnings, err := nccl.FromHost(h, inv.Tree, devs, nccl.Options{WithGPUs: withGPUs})
-	if err != nil {
-		return nil, err
+	x, warnings, notes, err := nccl.HostTopology(h, inv, nccl.Options{WithGPUs: withGPUs})
+	if errors.Is(err, nccl.ErrNoGPU) {
+		return nil, fmt.Errorf("%w (see gpusplit inventory; --devices chooses others)", err)
 	}
 	res.Warnings = append(res.Warnings, warnings...)
-	if m := topo.Build(inv.Devices(), nil, topo.NUMANodes(h)); m.Flat() && len(inv.GPUs) > 1 {
-		res.Notes = append(res.Notes, "this looks like a VM: every GPU is on one host bridge with no NUMA node, so this file says only that; on the Proxmox host, gpusplit nccl-topo --vm ID writes the manifest that describes the real hardware")
-	}
-	return x, nil
+	res.Notes = append(res.Notes, notes...)
+	return x, err
 }
 
 // guestTopology is the topology of a VM's GPUs from the manifest written on its host.
