@@ -147,15 +147,9 @@ func writeInventoryLong(w io.Writer, inv *inventory.Inventory, numa int) error {
 func groupNotes(inv *inventory.Inventory) []string {
 	var notes []string
 	for i, gp := range inv.GPUs {
-		own := map[pci.Address]bool{gp.Address: true}
-		for _, f := range gp.Functions {
-			own[f.Address] = true
-		}
 		var others []string
-		for _, m := range inv.Tree.Group(gp.IOMMUGroup) {
-			if !own[m.Address] {
-				others = append(others, fmt.Sprintf("%s (%s)", m.Address, m.Name()))
-			}
+		for _, m := range inv.Strangers(gp) {
+			others = append(others, fmt.Sprintf("%s (%s)", m.Address, m.Name()))
 		}
 		if len(others) > 0 {
 			notes = append(notes, fmt.Sprintf("IOMMU group %d of GPU%d also holds %s.", gp.IOMMUGroup, i, strings.Join(others, ", ")))

@@ -52,6 +52,22 @@ func (inv *Inventory) Devices() []*pci.Device {
 	return out
 }
 
+// Strangers are the devices that share g's IOMMU group without being g or one of its
+// functions: they would have to move with it.
+func (inv *Inventory) Strangers(g GPU) []*pci.Device {
+	own := map[pci.Address]bool{g.Address: true}
+	for _, f := range g.Functions {
+		own[f.Address] = true
+	}
+	var out []*pci.Device
+	for _, m := range inv.Tree.Group(g.IOMMUGroup) {
+		if !own[m.Address] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // GPU is a GPU with what the nvidia driver and the machine say of it.
 type GPU struct {
 	pci.GPU

@@ -2,10 +2,12 @@ package inventory
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // TestReport: the JSON form of the sample host's inventory has its lists as [], never
@@ -47,5 +49,61 @@ func TestReport(t *testing.T) {
 	}
 	if hs := HolderReports(nil); hs == nil || len(hs) != 0 {
 		t.Errorf("no holders: %v", hs)
+	}
+}
+
+// TestStrangers: a GPU's group's other devices are strangers unless they are its own
+// functions: the sample host's GPUs have none, a GPU in one group with its root port and
+// a NIC has both, and two GPUs of one group are each other's.
+func TestStrangers(t *testing.T) {
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range inv.GPUs {
+		if s := inv.Strangers(g); len(s) != 0 {
+			t.Errorf("%s: strangers %v", g.Address, s)
+		}
+	}
+	gpu := func(slot uint8, group int) fakehost.Device {
+		return fakehost.Device{Slot: slot, Vendor: 0x10de, Device: 0x2bb1, SubVendor: 0x10de, SubDevice: 0x204b, Class: 0x030000, Driver: "nvidia", Group: group}
+	}
+	m := fakehost.Machine{
+		Nodes: []fakehost.Node{{ID: 0, CPUs: "0-7"}},
+		IOMMU: true,
+		Bridges: []fakehost.HostBridge{{NUMA: 0, Devices: []fakehost.Device{
+			{Slot: 1, Vendor: 0x1022, Device: 0x14ab, Class: 0x060400, Driver: "pcieport", Group: 1, Secondary: 1, Children: []fakehost.Device{
+				gpu(0, 1),
+				{Slot: 1, Vendor: 0x8086, Device: 0x1521, Class: 0x020000, Driver: "igb", Group: 1},
+			}},
+			gpu(2, 2), gpu(3, 2),
+		}}},
+	}
+	fh, err := m.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv, err = Build(fh, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.GPUs) != 3 {
+		t.Fatalf("%d GPUs", len(inv.GPUs))
+	}
+	var got []string
+	for _, g := range inv.GPUs {
+		var s []string
+		for _, d := range inv.Strangers(g) {
+			s = append(s, fmt.Sprintf("%04x", d.VendorID))
+		}
+		got = append(got, strings.Join(s, " "))
+	}
+	// In address order: B and C on bus 0, then A behind its root port, which is in its
+	// group too.
+	if strings.Join(got, ",") != "10de,10de,1022 8086" {
+		t.Errorf("strangers %q", got)
 	}
 }
