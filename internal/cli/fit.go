@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -372,58 +371,6 @@ func sequencesText(n int64) string {
 }
 
 func mibText(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/float64(fit.MiB)) }
-
-// planModelJSON is a group's model fit in plan -o json and pve sync -o json.
-type planModelJSON = fit.GroupModel
-
-// splitModels works out, for each group of the desired state file that names a model,
-// whether the model fits on the GPUs the group holds once the split is done (nothing
-// for --vfio, which names no model). The model's path is on this machine; a relative
-// one is relative to the file's directory.
-func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
-	if len(d.vfio) > 0 {
-		return nil
-	}
-	name, data, err := d.read(pl.h)
-	if err != nil {
-		return nil
-	}
-	file, err := plan.ParseFile(name, data)
-	if err != nil {
-		return nil
-	}
-	dir := ""
-	if d.config != "" {
-		dir = filepath.Dir(d.config)
-	}
-	return fit.GroupModels(file, pl.inv, pl.plan, dir, measuredMemory)
-}
-
-// writeSplitModels prints splitModels' result after a plan.
-func writeSplitModels(w io.Writer, models []planModelJSON) {
-	for _, j := range models {
-		who := "group " + fmt.Sprintf("%q", j.Group)
-		if len(j.Containers) > 0 || len(j.VMs) > 0 {
-			var guests []string
-			for _, id := range j.Containers {
-				guests = append(guests, fmt.Sprintf("container %d", id))
-			}
-			for _, id := range j.VMs {
-				guests = append(guests, fmt.Sprintf("VM %d", id))
-			}
-			who += " (" + strings.Join(guests, ", ") + ")"
-		}
-		if j.Error != "" {
-			fmt.Fprintf(w, "\nmodel of %s: %s: not worked out: %s\n", who, j.Model, j.Error)
-			continue
-		}
-		if j.Recommended == "" {
-			fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs does not fit: %s (gpusplit fit --model %s shows every placement)\n", who, j.Model, len(j.GPUs), j.Why, j.Model)
-			continue
-		}
-		fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs: %s as %s: %s (gpusplit fit shows every placement)\n", who, j.Model, len(j.GPUs), j.Verdict, j.Recommended, j.Why)
-	}
-}
 
 // completeContainers offers the ids of this node's containers, with their host names,
 // as completeVMs offers its VMs.

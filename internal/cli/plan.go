@@ -3,12 +3,14 @@ package cli
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/fit"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
@@ -129,4 +131,56 @@ func whereTheyBelong(n int, not string) string {
 		return fmt.Sprintf("all %d devices are where they belong", n)
 	}
 	return fmt.Sprintf("%d devices are %swhere they belong", n, not)
+}
+
+// planModelJSON is a group's model fit in plan -o json and pve sync -o json.
+type planModelJSON = fit.GroupModel
+
+// splitModels works out, for each group of the desired state file that names a model,
+// whether the model fits on the GPUs the group holds once the split is done (nothing
+// for --vfio, which names no model). The model's path is on this machine; a relative
+// one is relative to the file's directory.
+func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
+	if len(d.vfio) > 0 {
+		return nil
+	}
+	name, data, err := d.read(pl.h)
+	if err != nil {
+		return nil
+	}
+	file, err := plan.ParseFile(name, data)
+	if err != nil {
+		return nil
+	}
+	dir := ""
+	if d.config != "" {
+		dir = filepath.Dir(d.config)
+	}
+	return fit.GroupModels(file, pl.inv, pl.plan, dir, measuredMemory)
+}
+
+// writeSplitModels prints splitModels' result after a plan.
+func writeSplitModels(w io.Writer, models []planModelJSON) {
+	for _, j := range models {
+		who := "group " + fmt.Sprintf("%q", j.Group)
+		if len(j.Containers) > 0 || len(j.VMs) > 0 {
+			var guests []string
+			for _, id := range j.Containers {
+				guests = append(guests, fmt.Sprintf("container %d", id))
+			}
+			for _, id := range j.VMs {
+				guests = append(guests, fmt.Sprintf("VM %d", id))
+			}
+			who += " (" + strings.Join(guests, ", ") + ")"
+		}
+		if j.Error != "" {
+			fmt.Fprintf(w, "\nmodel of %s: %s: not worked out: %s\n", who, j.Model, j.Error)
+			continue
+		}
+		if j.Recommended == "" {
+			fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs does not fit: %s (gpusplit fit --model %s shows every placement)\n", who, j.Model, len(j.GPUs), j.Why, j.Model)
+			continue
+		}
+		fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs: %s as %s: %s (gpusplit fit shows every placement)\n", who, j.Model, len(j.GPUs), j.Verdict, j.Recommended, j.Why)
+	}
 }
