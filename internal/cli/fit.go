@@ -208,8 +208,22 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 		return nil, fmt.Errorf("%w: give --context", err)
 	case errors.As(err, &kvErr):
 		return nil, fmt.Errorf("--kv-bytes-per-token %d is more than the %d (1 GiB) gpusplit accepts: BLOOM-176B's multi-head attention takes 4,014,080", kvErr.Bytes, fit.MaxKVBytesPerToken)
+	case err != nil:
+		return nil, fitAdvice(err)
 	}
-	return doc, err
+	return doc, nil
+}
+
+// fitAdvice adds to an error of fit's the flag that gets past it.
+func fitAdvice(err error) error {
+	var unknown *fit.UnknownGPUError
+	switch {
+	case errors.Is(err, fit.ErrUnsized):
+		return fmt.Errorf("%w; give --kv-bytes-per-token (the model's KV cache per token, all layers, at TP 1) to size it anyway", err)
+	case errors.As(err, &unknown):
+		return fmt.Errorf("%w: give its memory with --gpu-memory (nvidia-smi --query-gpu=memory.total shows it)", err)
+	}
+	return err
 }
 
 // writeFit prints the fit: the model, then each set of GPUs with its placements.

@@ -156,7 +156,13 @@ func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
 	if d.config != "" {
 		dir = filepath.Dir(d.config)
 	}
-	return fit.GroupModels(file, pl.inv, pl.plan, dir, measuredMemory)
+	models := fit.GroupModels(file, pl.inv, pl.plan, dir, measuredMemory)
+	for i, m := range models {
+		if m.Err != nil {
+			models[i].Error = fitAdvice(m.Err).Error()
+		}
+	}
+	return models
 }
 
 // writeSplitModels prints splitModels' result after a plan.

@@ -133,7 +133,7 @@ func Fit(m *hfmodel.Model, gpus []GPU, o Options) (*Result, error) {
 		return nil, errors.New("no GPUs to place the model on")
 	}
 	if len(m.Missing) > 0 && o.KVBytesPerToken <= 0 {
-		return nil, fmt.Errorf("%w: config.json lacks %s; give --kv-bytes-per-token (the model's KV cache per token, all layers, at TP 1) to size it anyway", ErrUnsized, strings.Join(m.Missing, ", "))
+		return nil, fmt.Errorf("%w: config.json lacks %s", ErrUnsized, strings.Join(m.Missing, ", "))
 	}
 	if o.Context <= 0 || o.Concurrency <= 0 {
 		return nil, errors.New("the context and the concurrency must be positive")

@@ -153,9 +153,21 @@ func vendorDriver(inv *inventory.Inventory, a pci.Address) string {
 	return ""
 }
 
+// UnknownGPUError is a GPU whose memory nothing gives: no override, no figure of the
+// CUDA driver, not in the table.
+type UnknownGPUError struct {
+	Address        pci.Address
+	Vendor, Device uint16
+	Name           string
+}
+
+func (e *UnknownGPUError) Error() string {
+	return fmt.Sprintf("%s is a %04x:%04x (%s), which gpusplit's table of GPUs does not know", e.Address, e.Vendor, e.Device, e.Name)
+}
+
 // Memory gives each GPU its memory: override when above 0 (--gpu-memory), else what the
 // CUDA driver measured of it (measured, by address: the GPUs it drives), else the
-// table's figure by PCI id. A GPU none of them knows is an error that says how to go on.
+// table's figure by PCI id. A GPU none of them knows is an *UnknownGPUError.
 func Memory(gpus []inventory.GPU, override int64, measured map[pci.Address]int64) ([]GPU, error) {
 	var out []GPU
 	for _, g := range gpus {
@@ -175,7 +187,7 @@ func Memory(gpus []inventory.GPU, override int64, measured map[pci.Address]int64
 			x.Memory, x.MemoryFrom = k.Bytes, k.Describe()
 			x.Name = k.Name
 		default:
-			return nil, fmt.Errorf("%s is a %04x:%04x (%s), which gpusplit's table of GPUs does not know: give its memory with --gpu-memory (nvidia-smi --query-gpu=memory.total shows it)", g.Address, g.VendorID, g.DeviceID, x.Name)
+			return nil, &UnknownGPUError{g.Address, g.VendorID, g.DeviceID, x.Name}
 		}
 		out = append(out, x)
 	}

@@ -423,6 +423,8 @@ type GroupModel struct {
 	Verdict     string   `json:"verdict"`
 	Why         string   `json:"why"`
 	Error       string   `json:"error"`
+	// Err is the error Error says, for the caller to word what to do about it.
+	Err error `json:"-"`
 }
 
 // GroupModels works out, for each group of file that names a model, whether the model
@@ -456,7 +458,7 @@ func GroupModels(file *plan.File, inv *inventory.Inventory, p *plan.Plan, dir st
 		}
 		j.Context, j.Concurrency = grp.Context, max(grp.Concurrency, 1)
 		fail := func(err error) {
-			j.Error = err.Error()
+			j.Error, j.Err = err.Error(), err
 			out = append(out, j)
 		}
 		m, err := hfmodel.Load(path)

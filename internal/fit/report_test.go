@@ -112,6 +112,27 @@ func TestRun(t *testing.T) {
 	if _, err := Run(r); !errors.Is(err, ErrNoContext) {
 		t.Errorf("no context: %v", err)
 	}
+
+	// A GPU the table does not know, without a figure, is an UnknownGPUError; a model
+	// fit cannot size is ErrUnsized. Neither names a flag: the caller says what to do.
+	sels, _ := pci.ParseSelectors("class:0x0200")
+	nics, err := inventory.Build(h, sels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = request()
+	r.Inventory = nics
+	var unknown *UnknownGPUError
+	if _, err := Run(r); !errors.As(err, &unknown) || unknown.Vendor != 0x8086 || strings.Contains(err.Error(), "--") {
+		t.Errorf("unknown GPU: %v", err)
+	}
+	r = request()
+	unsized := *m
+	unsized.Missing = []string{"num_key_value_heads"}
+	r.Model = &unsized
+	if _, err := Run(r); !errors.Is(err, ErrUnsized) || strings.Contains(err.Error(), "--") {
+		t.Errorf("unsized: %v", err)
+	}
 }
 
 // TestGroupModels: a group's model is worked out on what the group keeps; one not on
