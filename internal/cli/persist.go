@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -164,7 +162,7 @@ func newPersistInstall(g *globals) *cobra.Command {
 			}
 			files := bf.Files
 			if len(f.vfio) > 0 {
-				files = append([]persist.File{{Path: bf.Config, Mode: 0o644, Content: configFromFlags(g.devices, f.vfio, f.allowShared)}}, files...)
+				files = append([]persist.File{{Path: bf.Config, Mode: 0o644, Content: persist.VFIOConfig(g.devices, f.vfio, f.allowShared)}}, files...)
 			}
 			// Every reason to stop is known before the first file is written.
 			var stops []error
@@ -269,28 +267,6 @@ func newPersistRemove(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// configFromFlags writes the desired state that --vfio (and --devices) describe.
-func configFromFlags(devices string, vfio []string, allowShared bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by gpusplit persist install --vfio %s\n", strings.Join(vfio, " --vfio "))
-	b.WriteString("# The GPUs of the group go to vfio-pci; the others to, or stay on, their vendor's driver.\n")
-	if devices != "" {
-		fmt.Fprintf(&b, "devices = %s\n", strconv.Quote(devices))
-	}
-	if allowShared {
-		b.WriteString("allow_shared_groups = true\n")
-	}
-	b.WriteString("\n[[group]]\nname = \"vfio\"\nselect = [")
-	for i, v := range vfio {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(v))
-	}
-	b.WriteString("]\ndriver = \"vfio-pci\"\n")
-	return b.String()
 }
 
 // runAll runs system commands on the live host (persist.Run), and says what it skipped

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/host"
@@ -195,4 +196,28 @@ func InitramfsAdvice(h *host.Host) []string {
 		}
 	}
 	return nil
+}
+
+// VFIOConfig is the desired state file install writes for persist install --vfio: the
+// GPUs the vfio selectors choose go to vfio-pci, the others to, or stay on, their vendor's
+// driver; devices and allowShared are the file's devices and allow_shared_groups.
+func VFIOConfig(devices string, vfio []string, allowShared bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by gpusplit persist install --vfio %s\n", strings.Join(vfio, " --vfio "))
+	b.WriteString("# The GPUs of the group go to vfio-pci; the others to, or stay on, their vendor's driver.\n")
+	if devices != "" {
+		fmt.Fprintf(&b, "devices = %s\n", strconv.Quote(devices))
+	}
+	if allowShared {
+		b.WriteString("allow_shared_groups = true\n")
+	}
+	b.WriteString("\n[[group]]\nname = \"vfio\"\nselect = [")
+	for i, v := range vfio {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(v))
+	}
+	b.WriteString("]\ndriver = \"vfio-pci\"\n")
+	return b.String()
 }

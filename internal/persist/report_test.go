@@ -82,3 +82,22 @@ func TestFileStates(t *testing.T) {
 		t.Errorf("run under a root: %+v", cs)
 	}
 }
+
+// TestVFIOConfig: the file install writes for --vfio is a desired state plan reads back
+// as one vfio-pci group of the selectors, with devices and allow_shared_groups.
+func TestVFIOConfig(t *testing.T) {
+	text := VFIOConfig("10de:2bb1", []string{"numa:1", "0000:01:00.0"}, true)
+	if !strings.HasPrefix(text, "# Written by gpusplit persist install --vfio numa:1 --vfio 0000:01:00.0\n") {
+		t.Errorf("header of\n%s", text)
+	}
+	f, err := plan.ParseFile("split.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Devices != "10de:2bb1" || !f.AllowSharedGroups || len(f.Groups) != 1 || f.Groups[0].Driver != plan.VFIO || len(f.Groups[0].Select) != 2 {
+		t.Errorf("%+v", f)
+	}
+	if plain := VFIOConfig("", []string{"numa:1"}, false); strings.Contains(plain, "devices") || strings.Contains(plain, "allow_shared") {
+		t.Errorf("no devices, no sharing:\n%s", plain)
+	}
+}
