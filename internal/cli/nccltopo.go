@@ -343,32 +343,21 @@ func checkTopology(g *globals, file string) error {
 	if err != nil {
 		return err
 	}
-	x, err := nccl.Parse(data)
+	r, err := nccl.Check(file, data)
 	if err != nil {
 		// A file NCCL would refuse is the check's result, not a failure to check.
 		if g.json() {
-			if jerr := g.writeJSON(map[string]any{"file": file, "ok": false, "error": err.Error()}); jerr != nil {
+			if jerr := g.writeJSON(nccl.CheckError{Error: err.Error(), File: file}); jerr != nil {
 				return jerr
 			}
 		}
 		return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", file, err)}
 	}
-	cpus, pcis, gpus := 0, 0, 0
-	x.Walk(func(n *nccl.Node) {
-		switch n.Name {
-		case "cpu":
-			cpus++
-		case "pci":
-			pcis++
-		case "gpu":
-			gpus++
-		}
-	})
 	if g.json() {
-		return g.writeJSON(map[string]any{"file": file, "ok": true, "elements": x.Count(), "cpus": cpus, "pcis": pcis, "gpus": gpus})
+		return g.writeJSON(r)
 	}
-	fmt.Fprintf(g.stdout, "%s: NCCL reads it: %d elements (of at most %d): %d <cpu>, %d <pci>, %d <gpu>\n", file, x.Count(), nccl.MaxNodes, cpus, pcis, gpus)
-	if gpus > 0 {
+	fmt.Fprintf(g.stdout, "%s: NCCL reads it: %d elements (of at most %d): %d <cpu>, %d <pci>, %d <gpu>\n", file, r.Elements, nccl.MaxNodes, r.CPUs, r.PCIs, r.GPUs)
+	if r.GPUs > 0 {
 		fmt.Fprintf(g.stdout, "note: NCCL takes the file's <gpu> attributes (dev, sm) over what it detects: they must match the machine that reads it\n")
 	}
 	return nil

@@ -58,3 +58,27 @@ func TestHostTopology(t *testing.T) {
 		t.Errorf("q35 guest: %v, %v", err, notes)
 	}
 }
+
+// TestCheck counts what NCCL's parser reads of the sample host's file with its GPUs, and
+// refuses what it would refuse.
+func TestCheck(t *testing.T) {
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _, _, err := HostTopology(h, inv, Options{WithGPUs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Check("kpro6.xml", Marshal(x))
+	if err != nil || !r.OK || r.File != "kpro6.xml" || r.CPUs != 2 || r.GPUs != 8 || r.PCIs != 10 || r.Elements != x.Count() {
+		t.Errorf("%+v, %v", r, err)
+	}
+	if _, err := Check("bad.xml", []byte("<system version=\"1\"><cpu numaid=\"x\"\n")); err == nil {
+		t.Error("a newline inside a tag is read")
+	}
+}

@@ -599,3 +599,42 @@ func LinkSpeed(s string) (int, bool) {
 
 // LinkSpeedKnown says whether NCCL knows a link_speed string.
 func LinkSpeedKnown(s string) bool { _, ok := LinkSpeed(s); return ok }
+
+// CheckReport is what a topology file holds, as NCCL's parser reads it: nccl-topo
+// --check's result. The fields are in the order of their JSON names.
+type CheckReport struct {
+	CPUs     int    `json:"cpus"`
+	Elements int    `json:"elements"`
+	File     string `json:"file"`
+	GPUs     int    `json:"gpus"`
+	OK       bool   `json:"ok"`
+	PCIs     int    `json:"pcis"`
+}
+
+// CheckError is a topology file NCCL's parser refuses, in nccl-topo --check's JSON.
+type CheckError struct {
+	Error string `json:"error"`
+	File  string `json:"file"`
+	OK    bool   `json:"ok"`
+}
+
+// Check reads file's data as NCCL's parser does and counts its elements; an error is
+// what NCCL would refuse.
+func Check(file string, data []byte) (CheckReport, error) {
+	x, err := Parse(data)
+	if err != nil {
+		return CheckReport{}, err
+	}
+	r := CheckReport{File: file, OK: true, Elements: x.Count()}
+	x.Walk(func(n *Node) {
+		switch n.Name {
+		case "cpu":
+			r.CPUs++
+		case "pci":
+			r.PCIs++
+		case "gpu":
+			r.GPUs++
+		}
+	})
+	return r, nil
+}
