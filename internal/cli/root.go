@@ -10,10 +10,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -174,84 +172,9 @@ func version() string {
 	return "dev"
 }
 
-// subcommands are the root's commands and help topics, each made only when the root is
-// given it: a run of one command makes that one.
-var subcommands = []struct {
-	name  string
-	topic bool // a help topic, reached through gpusplit help
-	make  func(*globals) *cobra.Command
-}{
-	{"inventory", false, newInventory},
-	{"topo", false, newTopo},
-	{"plan", false, newPlan},
-	{"apply", false, newApply},
-	{"status", false, newStatus},
-	{"rollback", false, newRollback},
-	{"persist", false, newPersist},
-	{"pve", false, newPVE},
-	{"hook", false, newHook},
-	{"doctor", false, newDoctor},
-	{"nccl-topo", false, newNCCLTopo},
-	{"p2p", false, newP2P},
-	{"snapshot", false, newSnapshot},
-	{"fit", false, newFit},
-	{"selectors", true, func(*globals) *cobra.Command { return selectorsTopic }},
-	{"exit-status", true, func(*globals) *cobra.Command { return newExitStatusTopic() }},
-	{"split.toml", true, func(*globals) *cobra.Command { return newSplitTOMLTopic() }},
-}
-
-// New returns the root command with every subcommand, writing to stdout and stderr.
-func New(stdout, stderr io.Writer) *cobra.Command { return newRoot(stdout, stderr, nil) }
-
-// forArgs returns the root command for a run of args: with only the command that args
-// run when commandIn can tell which, else with every one. What the run prints is the
-// same: no command's flags, arguments or help depend on the others.
-func forArgs(args []string, stdout, stderr io.Writer) *cobra.Command {
-	return newRoot(stdout, stderr, func(root *cobra.Command) string { return commandIn(root, args) })
-}
-
-// commandIn returns the command that args run, when that is plain: the first argument
-// that is no flag, after only flags of the root's own (and the values they take). It
-// returns "" for anything else, which needs the whole tree: a flag the root does not
-// know, help, --version, completion, a help topic, a name no command has.
-func commandIn(root *cobra.Command, args []string) string {
-	flags := root.PersistentFlags()
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !strings.HasPrefix(a, "-") {
-			for _, s := range subcommands {
-				if s.name == a && !s.topic {
-					return a
-				}
-			}
-			return ""
-		}
-		name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var f *pflag.Flag
-		switch {
-		case strings.HasPrefix(a, "--"):
-			f = flags.Lookup(name)
-		case name != "":
-			// -o json, -o=json, -ojson; not shorthands run together.
-			f = flags.ShorthandLookup(name[:1])
-			inline = inline || len(name) > 1
-			if f != nil && f.NoOptDefVal != "" && len(name) > 1 {
-				return ""
-			}
-		}
-		if f == nil {
-			return ""
-		}
-		if !inline && f.NoOptDefVal == "" {
-			i++ // its value is the next argument
-		}
-	}
-	return ""
-}
-
-// newRoot returns the root command with the subcommand that only names (given the root
-// with its own flags), or with every one when only is nil or names none.
-func newRoot(stdout, stderr io.Writer, only func(*cobra.Command) string) *cobra.Command {
+// New returns the root command with every subcommand and help topic, writing to stdout
+// and stderr.
+func New(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stdout: stdout, stderr: stderr, stdin: os.Stdin, terminal: isTerminal(os.Stdin)}
 	root := &cobra.Command{
 		Use:   "gpusplit",
@@ -283,22 +206,33 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
-	name := ""
-	if only != nil {
-		name = only(root)
-	}
-	for _, s := range subcommands {
-		if name == "" || s.name == name {
-			root.AddCommand(s.make(g))
-		}
-	}
+	root.AddCommand(
+		newInventory(g),
+		newTopo(g),
+		newPlan(g),
+		newApply(g),
+		newStatus(g),
+		newRollback(g),
+		newPersist(g),
+		newPVE(g),
+		newHook(g),
+		newDoctor(g),
+		newNCCLTopo(g),
+		newP2P(g),
+		newSnapshot(g),
+		newFit(g),
+		// Help topics, reached through gpusplit help.
+		selectorsTopic,
+		newExitStatusTopic(),
+		newSplitTOMLTopic(),
+	)
 	applyContract(root)
 	registerCompletions(root, g)
 	return root
 }
 
 // Main runs the command line and returns the process exit code.
-func Main(args []string) int { return execute(forArgs(args, os.Stdout, os.Stderr), args, os.Stderr) }
+func Main(args []string) int { return execute(New(os.Stdout, os.Stderr), args, os.Stderr) }
 
 // execute runs cmd on args and returns the exit code, after printing to stderr the error
 // that ends the run.
