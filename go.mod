@@ -1,12 +1,13 @@
 module github.com/gpusplit/gpusplit
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
+	golang.org/x/sys v0.50.0
 )
 
 require github.com/inconshreveable/mousetrap v1.1.0 // indirect
