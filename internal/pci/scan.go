@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gpusplit/gpusplit/internal/cpuset"
 	"github.com/gpusplit/gpusplit/internal/host"
@@ -86,9 +83,8 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 // devices have no names yet) the devices the command needs in full, and only those are
 // read again with the rest (subsystem ids, revision, driver_override, CPU list, link,
 // BARs): on a host of 75 functions with 8 GPUs, a fifth of them. A nil detail reads
-// every device in full. The names of every device are looked up at once, while the
-// devices picked are read again. The warnings are those of what was read, in address
-// order, as Scan gives them.
+// every device in full. The names of every device are then looked up at once. The
+// warnings are those of what was read, in address order, as Scan gives them.
 func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*Tree, error) {
 	names.Prepare()
 	list, err := h.List(DevicesDir)
@@ -125,26 +121,6 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		}
 		r.dev, r.warns, r.dropped = d, warns, 0
 	}
-	// The readers take the devices in order but finish them in any order; settle drops
-	// the warnings of each device read once the devices before it, all read, have given
-	// maxWarnings, so that a root of 65,536 devices with garbage everywhere holds a few
-	// hundred warnings, not a million. (A device read again in full below only comes to
-	// warn of more, which moves that point no later.)
-	var mu sync.Mutex
-	var settled []bool
-	next, seen := 0, 0 // reads[:next] are settled, with seen warnings among them
-	settle := func(i int) {
-		mu.Lock()
-		defer mu.Unlock()
-		settled[i] = true
-		for ; next < len(reads) && settled[next]; next++ {
-			r := &reads[next]
-			if seen >= maxWarnings {
-				r.dropped, r.warns = len(r.warns), nil
-			}
-			seen += len(r.warns) + r.dropped
-		}
-	}
 	for _, e := range list.Entries() {
 		a, ok := isSysfsAddress(e.Name)
 		if !ok {
@@ -153,11 +129,19 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		}
 		reads = append(reads, read{name: e.Name, a: a})
 	}
-	settled = make([]bool, len(reads))
-	inTurn(len(reads), func(i int) {
-		readAt(&reads[i], detail == nil)
-		settle(i)
-	})
+	// The warnings of a device are dropped, and counted, once those before it have
+	// reached maxWarnings, so that a root of 65,536 devices with garbage everywhere
+	// holds a few hundred warnings, not a million. (A device read again in full below
+	// only comes to warn of more, which moves that point no later.)
+	seen := 0
+	for i := range reads {
+		r := &reads[i]
+		readAt(r, detail == nil)
+		if seen >= maxWarnings {
+			r.dropped, r.warns = len(r.warns), nil
+		}
+		seen += len(r.warns) + r.dropped
+	}
 	var devs []*Device
 	for _, r := range reads {
 		if r.dev != nil {
@@ -169,23 +153,12 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 		for _, d := range detail(NewTree(devs, nil)) {
 			want[d.Address] = true
 		}
-		var again []int
-		for i, r := range reads {
-			if r.dev != nil && want[r.a] {
-				again = append(again, i)
-			}
-		}
-		// The names of what the brief read found are looked up while the devices
-		// picked are read again; name, below, then finds them loaded.
-		loaded := make(chan struct{})
-		go func() {
-			defer close(loaded)
-			load(devs, names)
-		}()
-		inTurn(len(again), func(i int) { readAt(&reads[again[i]], true) })
-		<-loaded
 		devs = devs[:0]
-		for _, r := range reads {
+		for i := range reads {
+			r := &reads[i]
+			if r.dev != nil && want[r.a] {
+				readAt(r, true)
+			}
 			if r.dev != nil {
 				devs = append(devs, r.dev)
 			}
@@ -222,53 +195,17 @@ func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*T
 // name gives each device its names, loaded for all of them at once: one pass over a
 // host's pci.ids, not one per device.
 func name(devs []*Device, names pciids.Names) {
-	load(devs, names)
-	for _, d := range devs {
-		d.VendorName = names.Vendor(d.VendorID)
-		d.DeviceName = names.Device(d.VendorID, d.DeviceID)
-		d.ClassName = names.Subclass(d.Class)
-	}
-}
-
-// load looks up the names of devs, all at once.
-func load(devs []*Device, names pciids.Names) {
 	ids := make([]pciids.DeviceID, len(devs))
 	classes := make([]uint32, len(devs))
 	for i, d := range devs {
 		ids[i], classes[i] = pciids.DeviceID{Vendor: d.VendorID, Device: d.DeviceID}, d.Class
 	}
 	names.Load(ids, classes)
-}
-
-// readers is how many devices are read at once. Reading a device is waiting on the
-// kernel (a dozen system calls, nothing to compute), so on two CPUs or more two readers
-// take a third less time than one (three or four were slower, on two CPUs: see
-// docs/performance.md); one alone reads a host of a few devices.
-const (
-	readers     = 2
-	readersFrom = 16 // devices
-)
-
-// inTurn calls read(i) for every i below n, on readers goroutines when n is large
-// enough and the process may run that many at once. A call writes its own i, and any
-// other only under a lock of its own.
-func inTurn(n int, read func(i int)) {
-	if n < readersFrom || runtime.GOMAXPROCS(0) < readers {
-		for i := range n {
-			read(i)
-		}
-		return
+	for _, d := range devs {
+		d.VendorName = names.Vendor(d.VendorID)
+		d.DeviceName = names.Device(d.VendorID, d.DeviceID)
+		d.ClassName = names.Subclass(d.Class)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range readers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				read(i)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // maxWarnings bounds the warnings of a scan: past it they are counted, not kept, so

@@ -849,8 +849,7 @@ func TestScanBadInput(t *testing.T) {
 				if len(tree.Warnings) != 101 || tree.Warnings[100] != "… and 26 more warnings" {
 					t.Errorf("%d warnings, the last %q; want 100 and a count of 26 more", len(tree.Warnings), tree.Warnings[len(tree.Warnings)-1])
 				}
-				// The first 100 in address order, 7 for each device: the readers finish
-				// devices in any order.
+				// The first 100 in address order, 7 for each device.
 				for i, w := range tree.Warnings[:min(100, len(tree.Warnings))] {
 					if want := serverAddrs[i/7] + ": "; !strings.HasPrefix(w, want) {
 						t.Errorf("warning %d is %q, want one of %s", i, w, want)
