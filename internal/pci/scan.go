@@ -86,7 +86,6 @@ func Scan(h *host.Host, names pciids.Names) (*Tree, error) {
 // every device in full. The names of every device are then looked up at once. The
 // warnings are those of what was read, in address order, as Scan gives them.
 func ScanFor(h *host.Host, names pciids.Names, detail func(*Tree) []*Device) (*Tree, error) {
-	names.Prepare()
 	list, err := h.List(DevicesDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -239,7 +239,11 @@ func TestScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := pciids.Parse(strings.NewReader(testIDs))
+	ids := filepath.Join(t.TempDir(), "pci.ids")
+	if err := os.WriteFile(ids, []byte(testIDs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pciids.Open(ids)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,22 +2,19 @@
 // subsystem and class names (the file pciutils ships as
 // /usr/share/misc/pci.ids) and looks names up in it.
 //
-// [Parse] reads one file into a [DB]. [Names] chains several databases so
+// A [DB] answers from one file: [Open] opens a host's file, [Embedded] is a
+// trimmed copy embedded in the binary. [Names] chains several databases so
 // that the first one that knows an id answers; [Default] puts the host's
-// own file (see [SystemPaths]) in front of a trimmed copy embedded in the
-// binary ([Embedded]). The host's file goes first because it is the one
-// the administrator keeps up to date; the embedded copy fills in what an
-// old distribution file lacks, such as the newest GPUs.
+// own file (see [SystemPaths]) in front of the embedded copy. The host's
+// file goes first because it is the one the administrator keeps up to
+// date; the embedded copy fills in what an old distribution file lacks,
+// such as the newest GPUs.
 //
-// Neither of those two is parsed whole: a run names a few dozen devices of
-// a file that lists tens of thousands. [Names.Load] looks up all that a scan
-// is about to ask in one pass of a parser that keeps only those names, and
-// a lookup answers from what it kept. The pass reads only the blocks of the
-// vendors and classes it wants: the embedded copy's blocks lie where
-// go generate found them (embedded_spans.go); the host's file is read
-// through a 64 KB buffer, not held in memory, and where its blocks lie is
-// found by a pass that [Names.Prepare] starts while the devices are read.
-// A DB from [Parse] holds every name.
+// Neither of those two is held in memory whole: a run names a few dozen
+// devices of a file that lists tens of thousands. [Names.Load] looks up all
+// that a scan is about to ask in one pass of a parser that keeps only those
+// names, and a lookup answers from what it kept. A host's file is read
+// through a 64 KB buffer.
 //
 // # Format
 //

@@ -9,27 +9,17 @@ import (
 	"sync"
 )
 
-// embedded is the embedded copy; embeddedSpans (embedded_spans.go) is where its blocks
-// lie, found by go generate: its index costs no walk over its 600 KB at run time.
+// embedded is the embedded copy.
 //
-//go:generate go test -run TestEmbeddedSpansAreCurrent -update .
 //go:embed pci.ids
 var embedded string
 
-// The DBs of Embedded and Default are made at their first call (a sync.Once is data;
-// a sync.OnceValue would be a call at the package's initialisation).
-var (
-	embeddedOnce, systemOnce sync.Once
-	embeddedDB, systemDB     *DB
-)
-
 // Embedded returns the database built into the binary, a trimmed copy of
-// the upstream pci.ids (see the package documentation). A lookup reads only
-// the block of its vendor or class; every call returns the same DB.
-func Embedded() *DB {
-	embeddedOnce.Do(func() { embeddedDB = withSource(&source{text: embedded, spans: embeddedSpans}) })
-	return embeddedDB
-}
+// the upstream pci.ids (see the package documentation). Every call returns
+// the same DB.
+func Embedded() *DB { return embeddedDB() }
+
+var embeddedDB = sync.OnceValue(func() *DB { return withSource(&source{text: embedded}) })
 
 // SystemPaths returns the places where Linux distributions install
 // pci.ids, in the order [LoadSystem] tries them.
@@ -45,25 +35,35 @@ func SystemPaths() []string {
 // and returns its DB with its path. When none exists it returns (nil, "", nil).
 // When the first one that exists cannot be opened, or is no regular file of
 // at most 16 MiB, it returns that path and the error; it does not go on to
-// the next path. The file stays open for the DB's loads ([Names.Load], or a
-// lookup not loaded), which read the blocks of the vendors and classes they
-// want, and keep only the names they want.
+// the next path. See [Open] for how the DB reads the file.
 func LoadSystem() (*DB, string, error) {
 	return loadFirst(SystemPaths())
 }
 
 func loadFirst(paths []string) (*DB, string, error) {
 	for _, p := range paths {
-		f, size, err := openFile(p)
+		db, err := Open(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, p, err
 		}
-		return withSource(fileSource(f, size)), p, nil
+		return db, p, nil
 	}
 	return nil, "", nil
+}
+
+// Open opens the pci.ids file at path (links followed: distributions link one place
+// to another), which must be a regular file of at most 16 MiB. The file stays open
+// for the DB's loads ([Names.Load], or a lookup not loaded): each reads the bytes the
+// file held when it was opened, in one pass, and keeps only the names it wants.
+func Open(path string) (*DB, error) {
+	f, size, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return withSource(&source{file: f, size: size}), nil
 }
 
 // maxFileBytes caps a pci.ids file: the full upstream file is about 1.4 MB.
@@ -111,9 +111,13 @@ func checkFile(p string, fi os.FileInfo) error {
 // followed by [Embedded]. The host's file is opened once per process; one
 // that cannot be opened is left out.
 func Default() Names {
-	systemOnce.Do(func() { systemDB, _, _ = LoadSystem() })
-	if db := systemDB; db != nil {
+	if db := systemDB(); db != nil {
 		return Names{db, Embedded()}
 	}
 	return Names{Embedded()}
 }
+
+var systemDB = sync.OnceValue(func() *DB {
+	db, _, _ := LoadSystem()
+	return db
+})

@@ -1,19 +1,19 @@
 package pciids
 
 import (
+	"bufio"
+	"bytes"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 )
 
-// DB holds names from one pci.ids file. A DB is read-only after [Parse]
-// and safe for concurrent use. The zero value and a nil *DB know no names.
+// DB holds the names one pci.ids file gives the ids asked of it. A DB is safe for
+// concurrent use. The zero value and a nil *DB know no names.
 type DB struct {
-	// A parsed DB holds every name of its file here. A DB with a source holds the
-	// answers of its loads ("" for an id its file does not name): a run names a few
-	// dozen devices of a file that lists tens of thousands, so it keeps none of the
-	// others.
+	// The answers of the DB's loads ("" for an id its file does not name): a run names
+	// a few dozen devices of a file that lists tens of thousands, so it keeps none of
+	// the others. A DB without a source holds every name its parser kept.
 	vendors    map[uint16]string // vendor
 	devices    map[uint32]string // vendor<<16 | device
 	subsystems map[uint64]string // vendor<<48 | device<<32 | subvendor<<16 | subdevice
@@ -23,18 +23,6 @@ type DB struct {
 
 	mu  sync.Mutex // guards the maps of a DB with a source
 	src *source
-}
-
-// Parse reads a pci.ids file. It returns an error only when reading r
-// fails; lines it cannot make sense of are skipped (see the package
-// documentation for the rules). The DB refers to the text it was parsed
-// from, so that text (about the size of the file) stays in memory with it.
-func Parse(r io.Reader) (*DB, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	return parse(string(b)), nil
 }
 
 // section is the top-level entry the parser is in.
@@ -58,20 +46,11 @@ func newDB() *DB {
 	}
 }
 
-// parse parses s. Names are substrings of s, so s stays alive as long as
-// the DB does.
-func parse(s string) *DB {
-	p := parser{db: newDB()}
-	p.text(s)
-	return p.db
-}
-
 // parser reads the lines of a pci.ids text in order, into db: every name, or with
 // want only the names it lists. What it is in is all it keeps of the lines before.
 type parser struct {
-	db    *DB
-	want  *wanted
-	clone bool // names are copied: the text is a buffer that is read into again
+	db   *DB
+	want *wanted
 
 	sec        section
 	devices    []uint16 // with want: the devices whose lines are read, of the current vendor
@@ -85,28 +64,51 @@ type parser struct {
 	haveSub    bool
 }
 
-// text reads every line of s; a last line without a newline is a line.
-func (p *parser) text(s string) {
-	for len(s) > 0 {
-		line := s
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			line, s = s[:i], s[i+1:]
-		} else {
-			s = ""
+// read reads every line of r, through a buffer of chunkBytes (grown for a longer line);
+// a last line without a newline is a line. It returns the error of a read that fails,
+// having read the lines before it.
+func (p *parser) read(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, chunkBytes), maxFileBytes+1)
+	sc.Split(wholeLines)
+	for sc.Scan() {
+		for text := sc.Bytes(); len(text) > 0; {
+			line := text
+			if i := bytes.IndexByte(text, '\n'); i >= 0 {
+				line, text = text[:i], text[i+1:]
+			} else {
+				text = nil
+			}
+			if len(line) > 0 && line[0] == '\t' && p.passes(line) {
+				continue
+			}
+			p.line(line)
 		}
-		if len(line) > 0 && line[0] == '\t' && p.passes(line) {
-			continue
-		}
-		p.line(line)
 	}
+	return sc.Err()
 }
+
+// wholeLines is a bufio.SplitFunc whose tokens are all the whole lines in the buffer.
+func wholeLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i+1], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// chunkBytes is what a read takes at once: a host's pci.ids is 1.4 MB, and only the
+// names asked of it are kept.
+const chunkBytes = 64 << 10
 
 // passes says whether a line that starts with a tab can be passed over unread. Such a
 // line is nested (or blank, or a comment), one that starts with two is deeper still, and
 // neither changes what the parser is in: where it can hold nothing wanted, it is not
 // read. Nor is the line of a device not wanted (the bulk of a vendor's block), once the
 // lines under it are known to be passed over too.
-func (p *parser) passes(line string) bool {
+func (p *parser) passes(line []byte) bool {
 	switch {
 	case !p.in:
 		return true
@@ -121,29 +123,29 @@ func (p *parser) passes(line string) bool {
 		}
 	}
 	// A blank line or a comment changes nothing. Any other line is a device's, or one
-	// that parse takes for none: either way, no line under it is read, and what the
-	// parser would take it for does not matter.
-	if content(line) != "" {
+	// that the parser takes for none: either way, no line under it is read, and what
+	// the parser would take it for does not matter.
+	if len(content(line)) != 0 {
 		p.deep = false
 	}
 	return true
 }
 
-// content is a line as parse reads it: cut at a CR, as pciutils does, and "" for a
-// blank line or a comment.
-func content(line string) string {
-	if i := strings.IndexByte(line, '\r'); i >= 0 {
+// content is a line as the parser reads it: cut at a CR, as pciutils does, and empty
+// for a blank line or a comment.
+func content(line []byte) []byte {
+	if i := bytes.IndexByte(line, '\r'); i >= 0 {
 		line = line[:i]
 	}
-	if t := trimBlanks(line, false); t == "" || t[0] == '#' {
-		return ""
+	if t := trimBlanks(line, false); len(t) == 0 || t[0] == '#' {
+		return nil
 	}
 	return line
 }
 
 // line reads one line, without its newline.
-func (p *parser) line(line string) {
-	if line = content(line); line == "" {
+func (p *parser) line(line []byte) {
+	if line = content(line); len(line) == 0 {
 		return
 	}
 	nest := 0
@@ -155,7 +157,7 @@ func (p *parser) line(line string) {
 	switch nest {
 	case 0:
 		p.haveDevice, p.haveSub, p.sec, p.in, p.deep = false, false, inNone, false, false
-		if rest, ok := strings.CutPrefix(s, "C "); ok {
+		if rest, ok := bytes.CutPrefix(s, []byte("C ")); ok {
 			c, name, ok := idName(rest, 2)
 			if !ok {
 				return
@@ -163,7 +165,7 @@ func (p *parser) line(line string) {
 			p.sec, p.class = inClass, uint8(c)
 			p.in = w == nil || w.classBlocks[p.class]
 			if w == nil || w.classes[p.class] {
-				keep(p, p.db.classes, p.class, name)
+				keep(p.db.classes, p.class, name)
 			}
 			return
 		}
@@ -177,7 +179,7 @@ func (p *parser) line(line string) {
 			p.devices = w.deviceLines[p.vendor]
 		}
 		if w == nil || w.vendors[p.vendor] {
-			keep(p, p.db.vendors, p.vendor, name)
+			keep(p.db.vendors, p.vendor, name)
 		}
 	case 1:
 		switch p.sec {
@@ -187,7 +189,7 @@ func (p *parser) line(line string) {
 			key := uint32(p.vendor)<<16 | uint32(p.device)
 			p.deep = ok && (w == nil || w.subsystemsOf[key])
 			if ok && (w == nil || w.devices[key]) {
-				keep(p, p.db.devices, key, name)
+				keep(p.db.devices, key, name)
 			}
 		case inClass:
 			sc, name, ok := idName(s, 2)
@@ -197,7 +199,7 @@ func (p *parser) line(line string) {
 			// when it is.
 			p.deep = ok && (w == nil || w.subclasses[key])
 			if p.deep {
-				keep(p, p.db.subclasses, key, name)
+				keep(p.db.subclasses, key, name)
 			}
 		}
 	case 2:
@@ -206,54 +208,52 @@ func (p *parser) line(line string) {
 			sv, sd, name, ok := subsystemName(s)
 			key := uint64(p.vendor)<<48 | uint64(p.device)<<32 | uint64(sv)<<16 | uint64(sd)
 			if ok && (w == nil || w.subsystems[key]) {
-				keep(p, p.db.subsystems, key, name)
+				keep(p.db.subsystems, key, name)
 			}
 		case p.sec == inClass && p.haveSub:
 			pi, name, ok := idName(s, 2)
 			key := uint32(p.class)<<16 | uint32(p.subclass)<<8 | pi
 			if ok && (w == nil || w.progIfs[key]) {
-				keep(p, p.db.progIfs, key, name)
+				keep(p.db.progIfs, key, name)
 			}
 		}
 	}
 	// Deeper lines have no meaning in pci.ids and are skipped.
 }
 
-// keep sets m[k] to name unless k is already there: the first name of an id wins.
-func keep[K comparable](p *parser, m map[K]string, k K, name string) {
+// keep sets m[k] to a copy of name unless k is already there: the first name of an id
+// wins.
+func keep[K comparable](m map[K]string, k K, name []byte) {
 	if _, dup := m[k]; !dup {
-		if p.clone {
-			name = strings.Clone(name)
-		}
-		m[k] = name
+		m[k] = string(name)
 	}
 }
 
 // idName splits "<n hex digits><blanks><name>" into the id and the name.
-func idName(p string, n int) (id uint32, name string, ok bool) {
+func idName(p []byte, n int) (id uint32, name []byte, ok bool) {
 	if len(p) <= n || !isBlank(p[n]) {
-		return 0, "", false
+		return 0, nil, false
 	}
 	id, ok = hex(p[:n])
 	if !ok {
-		return 0, "", false
+		return 0, nil, false
 	}
 	name = trimBlanks(p[n:], true)
-	return id, name, name != ""
+	return id, name, len(name) != 0
 }
 
 // subsystemName splits "ssss<blanks>dddd<blanks><name>".
-func subsystemName(p string) (subVendor, subDevice uint16, name string, ok bool) {
+func subsystemName(p []byte) (subVendor, subDevice uint16, name []byte, ok bool) {
 	if len(p) <= 4 || !isBlank(p[4]) {
-		return 0, 0, "", false
+		return 0, 0, nil, false
 	}
 	sv, ok := hex(p[:4])
 	if !ok {
-		return 0, 0, "", false
+		return 0, 0, nil, false
 	}
 	sd, name, ok := idName(trimBlanks(p[4:], false), 4)
 	if !ok {
-		return 0, 0, "", false
+		return 0, 0, nil, false
 	}
 	return uint16(sv), uint16(sd), name, true
 }
@@ -261,7 +261,7 @@ func subsystemName(p string) (subVendor, subDevice uint16, name string, ok bool)
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 // trimBlanks cuts the spaces and tabs s starts with, and with right those it ends with.
-func trimBlanks(s string, right bool) string {
+func trimBlanks(s []byte, right bool) []byte {
 	for len(s) > 0 && isBlank(s[0]) {
 		s = s[1:]
 	}
@@ -272,10 +272,9 @@ func trimBlanks(s string, right bool) string {
 }
 
 // hex parses s, at most 8 hexadecimal digits of either case.
-func hex(s string) (uint32, bool) {
+func hex(s []byte) (uint32, bool) {
 	var v uint32
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for _, c := range s {
 		switch {
 		case '0' <= c && c <= '9':
 			c -= '0'

@@ -2,7 +2,7 @@ package pciids
 
 import (
 	"errors"
-	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +79,23 @@ const sample = "" +
 	"\t\t00  BAD: prog-if before any subclass of this class\n" +
 	"C ff  Unassigned class" // no final newline
 
+// Parse reads every name of a pci.ids text: the oracle that the loads of a DB with a
+// source, which keep only the names asked, must agree with. It returns an error only
+// when reading r fails.
+func Parse(r io.Reader) (*DB, error) {
+	p := parser{db: newDB()}
+	if err := p.read(r); err != nil {
+		return nil, err
+	}
+	return p.db, nil
+}
+
+// parse is Parse of a text in memory.
+func parse(s string) *DB {
+	db, _ := Parse(strings.NewReader(s))
+	return db
+}
+
 func mustParse(t testing.TB, s string) *DB {
 	t.Helper()
 	db, err := Parse(strings.NewReader(s))
@@ -87,6 +104,9 @@ func mustParse(t testing.TB, s string) *DB {
 	}
 	return db
 }
+
+// inMemory is a DB that loads from the text s, as Embedded does.
+func inMemory(s string) *DB { return withSource(&source{text: s}) }
 
 func TestParseSample(t *testing.T) {
 	db := mustParse(t, sample)
@@ -882,10 +902,9 @@ func sameAnswers(t *testing.T, name string, want, got *DB, w *wanted, one bool) 
 	}
 }
 
-// A DB with a source answers every lookup as parse does: the embedded copy with its
-// generated spans, a text in memory with the spans found at run time, and a file read
-// through buffers of every size from a byte (each line longer than the buffer) to the
-// file (one chunk); each after one load of everything, and with a load per lookup.
+// A DB with a source answers every lookup as the full parse does: a text in memory and
+// a file; each after one load of everything, and with a load per lookup (the file only
+// for the quirks: a load is a pass over the whole text).
 func TestLoadsEqualParse(t *testing.T) {
 	texts := map[string]string{"embedded": embedded, "quirks": quirks}
 	for _, p := range SystemPaths() {
@@ -901,34 +920,14 @@ func TestLoadsEqualParse(t *testing.T) {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f, size, err := openFile(path)
+		file, err := Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		dbs := map[string]*DB{"in memory": index(text)}
-		for _, chunk := range []int{1, 7, 4096, chunkBytes, len(text)} {
-			if big := strings.HasPrefix(name, "/") || name == "embedded"; big && chunk != 1 && chunk != chunkBytes {
-				continue // the big files are read in the sizes that matter: the default, and the smallest
-			}
-			whole := &source{file: f, size: size, chunk: chunk}
-			indexed := fileSource(f, size)
-			indexed.chunk = chunk
-			if got := indexed.index(); !slices.Equal(got, spans(text)) {
-				t.Errorf("%s, chunks of %d: the file's index has %d spans, the text's %d", name, chunk, len(got), len(spans(text)))
-			}
-			dbs[fmt.Sprintf("file, chunks of %d", chunk)] = withSource(whole)
-			dbs[fmt.Sprintf("file, indexed, chunks of %d", chunk)] = withSource(indexed)
-		}
-		// An index past its bound is none: the loads read the whole file.
-		over := fileSource(f, size)
-		over.maxSpans = 1
-		if len(want.vendors) > 1 && over.index() != nil {
-			t.Errorf("%s: an index of more than one span was kept", name)
-		}
-		dbs["file, index over its bound"] = withSource(over)
+		defer file.src.file.Close()
+		dbs := map[string]*DB{"in memory": inMemory(text), "file": file}
 		if name == "embedded" {
-			dbs["generated spans"] = Embedded()
+			dbs["Embedded"] = Embedded()
 		}
 		for form, db := range dbs {
 			label := name + ", " + form
@@ -936,12 +935,12 @@ func TestLoadsEqualParse(t *testing.T) {
 			db.load(w)
 			db.mu.Unlock()
 			sameAnswers(t, label, want, db, w, false)
-			if name == "quirks" || !strings.HasPrefix(form, "file") {
+			if name == "quirks" || form == "in memory" {
 				sameAnswers(t, label+", one by one", want, db, w, true)
 			}
 		}
 		if name == "quirks" {
-			if n, _ := index(text).Device(0x10de, 0x2bb1); n != "GB202GL" {
+			if n, _ := inMemory(text).Device(0x10de, 0x2bb1); n != "GB202GL" {
 				t.Errorf("quirks: the first name of a device listed twice is %q", n)
 			}
 			if len(want.devices) != 6 || len(want.classes) != 2 {
@@ -951,11 +950,28 @@ func TestLoadsEqualParse(t *testing.T) {
 	}
 }
 
+// A line longer than the buffer a load reads through is read whole, wherever it lies.
+func TestLongLines(t *testing.T) {
+	long := strings.Repeat("x", 3*chunkBytes)
+	text := "# " + long + "\n10de  NVIDIA " + long + "\n\t2bb1  GB202GL\n\t\t10de 204b  " + long + "\n1a03  ASPEED\n\t2000  ASPEED Graphics Family"
+	db := inMemory(text)
+	for _, c := range []struct{ got, want string }{
+		{Names{db}.Vendor(0x10de), "NVIDIA " + long},
+		{Names{db}.Device(0x10de, 0x2bb1), "GB202GL"},
+		{Names{db}.Subsystem(0x10de, 0x2bb1, 0x10de, 0x204b), long},
+		{Names{db}.Device(0x1a03, 0x2000), "ASPEED Graphics Family"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %d bytes %.20q, want %d bytes %.20q", len(c.got), c.got, len(c.want), c.want)
+		}
+	}
+}
+
 // Names.Load asks each DB of a chain only what the ones before it do not name, and the
 // lookups after it are answered from what it loaded.
 func TestNamesLoad(t *testing.T) {
-	first := index("10de  NVIDIA\n\t2bb1  GB202GL\nC 03  Display controller\n\t00  VGA compatible controller\n")
-	second := index("10de  NVIDIA (second)\n\t2bb1  (second)\n\t2bb5  GB202GL server\n1a03  ASPEED\n\t2000  ASPEED Graphics Family\n" +
+	first := inMemory("10de  NVIDIA\n\t2bb1  GB202GL\nC 03  Display controller\n\t00  VGA compatible controller\n")
+	second := inMemory("10de  NVIDIA (second)\n\t2bb1  (second)\n\t2bb5  GB202GL server\n1a03  ASPEED\n\t2000  ASPEED Graphics Family\n" +
 		"C 03  Display (second)\n\t02  3D controller\n")
 	n := Names{first, nil, second}
 	n.Load([]DeviceID{{0x10de, 0x2bb1}, {0x10de, 0x2bb5}, {0x1a03, 0x2000}}, []uint32{0x030000, 0x030200})
@@ -990,31 +1006,22 @@ func TestNamesLoad(t *testing.T) {
 }
 
 // The cost of the first lookups in the embedded copy: a full parse (what every run
-// once paid), the walk that indexes a host's file, and the generated spans that
-// Embedded uses; each with two lookups.
+// once paid), and the pass of a load that keeps two devices.
 func BenchmarkEmbeddedParse(b *testing.B) {
 	for b.Loop() {
 		parse(embedded)
 	}
 }
 
-func BenchmarkEmbeddedIndex(b *testing.B) {
+func BenchmarkEmbeddedLookups(b *testing.B) {
 	for b.Loop() {
-		db := index(embedded)
+		db := inMemory(embedded)
 		db.Device(0x10de, 0x2bb1)
 		db.Device(0x1022, 0x14ab)
 	}
 }
 
-func BenchmarkEmbeddedSpans(b *testing.B) {
-	for b.Loop() {
-		db := withSource(&source{text: embedded, spans: embeddedSpans})
-		db.Device(0x10de, 0x2bb1)
-		db.Device(0x1022, 0x14ab)
-	}
-}
-
-// A host's file read through Prepare and Load answers as its parse does; one that
+// A host's file read through Load answers as its parse does; one that
 // shrank since it was opened answers with what is left, and one that grew with what it
 // held when it was opened: a load reads the bytes it was opened with, no more.
 func TestFileLoads(t *testing.T) {
@@ -1035,16 +1042,15 @@ func TestFileLoads(t *testing.T) {
 			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			f, size, err := openFile(path)
+			db, err := Open(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer f.Close()
+			defer db.src.file.Close()
 			if err := os.WriteFile(path, []byte(tc.after), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			n := Names{withSource(fileSource(f, size))}
-			n.Prepare()
+			n := Names{db}
 			n.Load(devices, []uint32{0x030000})
 			got := []string{n.Vendor(0x10de), n.Device(0x10de, 0x2bb1), n.Vendor(0x1a03), n.Device(0x1a03, 0x2000), n.Subclass(0x030000)}
 			if !slices.Equal(got, tc.want) {
@@ -1065,47 +1071,34 @@ var (
 	sampleClasses = []uint32{0x060400, 0x030200, 0x040300, 0x020000, 0x010802, 0x060000, 0x080600, 0x130000, 0x0c0330}
 )
 
-// systemSource is the host's pci.ids, or a skip.
-func systemSource(b *testing.B) *source {
+// systemFile is the path of the host's pci.ids, or a skip.
+func systemFile(b *testing.B) string {
 	for _, p := range SystemPaths() {
-		if f, size, err := openFile(p); err == nil {
-			b.Cleanup(func() { f.Close() })
-			return fileSource(f, size)
+		if _, err := os.Stat(p); err == nil {
+			return p
 		}
 	}
 	b.Skip("no pci.ids on this machine")
-	return nil
+	return ""
 }
 
-// A host's full pci.ids (skipped without one): the pass that finds where its blocks lie
-// (which Prepare runs while a scan reads the devices); the load of the sample host's
-// names that follows it; and a load without an index, which reads the whole file.
-func BenchmarkSystemFileIndex(b *testing.B) {
-	src := systemSource(b)
-	for b.Loop() {
-		fileSource(src.file, src.size).index()
-	}
-}
-
+// A host's full pci.ids (skipped without one): the load of the sample host's names, a
+// pass over the whole file.
 func BenchmarkSystemFileLoad(b *testing.B) {
-	src := systemSource(b)
-	src.index()
+	path := systemFile(b)
 	for b.Loop() {
-		Names{withSource(src)}.Load(sampleDevices, sampleClasses)
-	}
-}
-
-func BenchmarkSystemFileWhole(b *testing.B) {
-	src := systemSource(b)
-	src.index = nil
-	for b.Loop() {
-		Names{withSource(src)}.Load(sampleDevices, sampleClasses)
+		db, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		Names{db}.Load(sampleDevices, sampleClasses)
+		db.src.file.Close()
 	}
 }
 
 // The embedded copy: the load of what the host's file does not name of the sample host.
 func BenchmarkEmbeddedLoad(b *testing.B) {
 	for b.Loop() {
-		Names{withSource(&source{text: embedded, spans: embeddedSpans})}.Load([]DeviceID{{0x10de, 0x2bb1}, {0x1022, 0x153a}}, sampleClasses)
+		Names{inMemory(embedded)}.Load([]DeviceID{{0x10de, 0x2bb1}, {0x1022, 0x153a}}, sampleClasses)
 	}
 }
