@@ -45,8 +45,8 @@
 // the whole class list. Its header records the upstream version. To update
 // it, fetch the current pci.ids and run, from the module root:
 //
-//	go run ./internal/pciids/internal/trim -in /path/to/pci.ids -out internal/pciids/pci.ids -commit <pciids commit>
+//	go run ./internal/cmd/pciids-trim -in /path/to/pci.ids -out internal/pciids/pci.ids -commit <pciids commit>
 //
 // The -commit flag is optional and only recorded in the header. The list of
-// kept vendors is a table in internal/trim/main.go.
+// kept vendors is a table in internal/cmd/pciids-trim/main.go.
 package pciids

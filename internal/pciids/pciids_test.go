@@ -510,7 +510,7 @@ func TestEmbeddedHeader(t *testing.T) {
 		"GNU General Public License",
 		"(version 2 or higher) or the 3-clause BSD License",
 		"Version:",
-		"go run ./internal/pciids/internal/trim",
+		"go run ./internal/cmd/pciids-trim",
 		"10de  NVIDIA Corporation",
 		"1414  Microsoft Corporation",
 	} {

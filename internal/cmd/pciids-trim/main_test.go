@@ -96,12 +96,12 @@ func TestTrimErrors(t *testing.T) {
 	}
 }
 
-// The committed ../../pci.ids is a fixed point of trim: trimming it again keeps every
+// The committed ../../pciids/pci.ids is a fixed point of trim: trimming it again keeps every
 // line of its body (the kept vendors at the detail keep gives them, the class list, no
 // comments) and its header names the vendors keep lists. What it was cut from is
 // checked by TestCommittedCopy.
 func TestCommittedCopyIsTrimmed(t *testing.T) {
-	committed, err := os.ReadFile("../../pci.ids")
+	committed, err := os.ReadFile("../../pciids/pci.ids")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestCommittedCopyIsTrimmed(t *testing.T) {
 	}
 }
 
-// TestCommittedCopy checks that the committed ../../pci.ids is what trim makes of the
+// TestCommittedCopy checks that the committed ../../pciids/pci.ids is what trim makes of the
 // upstream file named by PCIIDS_UPSTREAM (header aside). The upstream file is not in the
 // repository: README.md's Development section says when and how to run it.
 func TestCommittedCopy(t *testing.T) {
@@ -151,7 +151,7 @@ func TestCommittedCopy(t *testing.T) {
 	if err := trim(&out, in, keep, ""); err != nil {
 		t.Fatal(err)
 	}
-	committed, err := os.ReadFile("../../pci.ids")
+	committed, err := os.ReadFile("../../pciids/pci.ids")
 	if err != nil {
 		t.Fatal(err)
 	}

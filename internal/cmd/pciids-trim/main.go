@@ -1,10 +1,10 @@
-// Command trim cuts a full pci.ids file from pciutils down to the vendors
+// Command pciids-trim cuts a full pci.ids file from pciutils down to the vendors
 // gpusplit cares about, keeping the whole class list. Its output is the
 // embedded fallback database of package pciids.
 //
 // Usage, from the module root:
 //
-//	go run ./internal/pciids/internal/trim -in /path/to/pci.ids -out internal/pciids/pci.ids [-commit <pciids commit>]
+//	go run ./internal/cmd/pciids-trim -in /path/to/pci.ids -out internal/pciids/pci.ids [-commit <pciids commit>]
 package main
 
 import (
@@ -180,7 +180,7 @@ func trim(w io.Writer, r io.Reader, vendors []vendor, commit string) error {
 	fmt.Fprintln(bw, "#	or BSD-3-Clause. It keeps only the vendors listed below and the whole")
 	fmt.Fprintln(bw, "#	class list; upstream comments are dropped.")
 	fmt.Fprintln(bw, "#	Regenerate, from the module root, with:")
-	fmt.Fprintln(bw, "#	  go run ./internal/pciids/internal/trim -in pci.ids -out internal/pciids/pci.ids")
+	fmt.Fprintln(bw, "#	  go run ./internal/cmd/pciids-trim -in pci.ids -out internal/pciids/pci.ids")
 	fmt.Fprintln(bw, "#")
 	fmt.Fprintln(bw, "#	Kept vendors:")
 	for _, v := range vendors {
