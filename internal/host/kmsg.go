@@ -34,15 +34,7 @@ func (h *Host) OpenKernelLog() (io.ReadCloser, error) {
 }
 
 // ErrLogCut ends a read of the live kernel log that reached MaxKernelLogBytes.
-var ErrLogCut error = logCut{}
-
-// logCut is ErrLogCut's type: its text is made when it is read, not at the package's
-// initialisation.
-type logCut struct{}
-
-func (logCut) Error() string {
-	return fmt.Sprintf("the kernel log goes on past %[1]s, the most gpusplit reads of it: its first %[1]s, the oldest records, were read and the rest was not", byteSize(MaxKernelLogBytes))
-}
+var ErrLogCut = fmt.Errorf("the kernel log goes on past %[1]s, the most gpusplit reads of it: its first %[1]s, the oldest records, were read and the rest was not", byteSize(MaxKernelLogBytes))
 
 // KernelLog returns the kernel log as OpenKernelLog reads it, whole. A snapshot's copy is
 // returned as held, not copied: it must not be changed. When the live log is cut
