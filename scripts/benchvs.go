@@ -38,6 +38,7 @@ func main() {
 	warm := flag.Int("warmup", 3, "untimed rounds first, to fill the page cache")
 	sizes := flag.String("sizes", "sample,256,1024,4096,16384", "trees: sample, or a number of PCI functions (a multiple of 256)")
 	gpusplit := flag.String("gpusplit", "gpusplit", "the gpusplit binary")
+	before := flag.String("before", "", "another gpusplit binary, timed in the same rounds (an older build, to compare with)")
 	work := flag.String("work", "", "where the trees are laid out (default: a temporary directory, removed at the end)")
 	flag.Parse()
 	for _, tool := range []string{"lspci", "lstopo"} {
@@ -55,6 +56,9 @@ func main() {
 		dir = d
 	}
 	fmt.Printf("gpusplit: %s\n", strings.TrimSpace(output(*gpusplit, "--version")))
+	if *before != "" {
+		fmt.Printf("before: %s (%s)\n", strings.TrimSpace(output(*before, "--version")), *before)
+	}
 	fmt.Printf("lspci: %s; lstopo: %s\n", strings.TrimSpace(output("lspci", "--version")), strings.TrimSpace(output("lstopo", "--version")))
 	fmt.Printf("%d rounds after %d of warm-up; ratios are medians of the rounds' ratios\n", *rounds, *warm)
 	for _, size := range strings.Split(*sizes, ",") {
@@ -63,12 +67,17 @@ func main() {
 		if err != nil {
 			fail("%s: %v", size, err)
 		}
-		cmds := []command{
-			{"gpusplit inventory", []string{*gpusplit, "--root", root, "inventory"}},
-			{"gpusplit topo", []string{*gpusplit, "--root", root, "topo"}},
-		}
-		if size == "sample" {
-			cmds = append(cmds, command{"gpusplit --demo topo", []string{*gpusplit, "--demo", "topo"}})
+		var cmds []command
+		for _, b := range []struct{ label, bin string }{{"", *gpusplit}, {"before: ", *before}} {
+			if b.bin == "" {
+				continue
+			}
+			cmds = append(cmds,
+				command{b.label + "gpusplit inventory", []string{b.bin, "--root", root, "inventory"}},
+				command{b.label + "gpusplit topo", []string{b.bin, "--root", root, "topo"}})
+			if size == "sample" {
+				cmds = append(cmds, command{b.label + "gpusplit --demo topo", []string{b.bin, "--demo", "topo"}})
+			}
 		}
 		cmds = append(cmds,
 			command{"lspci -tv", []string{"lspci", "-A", "linux-sysfs", "-O", "sysfs.path=" + root + "/sys/bus/pci", "-tv"}},
