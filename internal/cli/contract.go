@@ -57,9 +57,6 @@ func applyContract(root *cobra.Command) {
 
 const helpOnlyKey = "help-only"
 
-// helpOnly says whether c only groups other commands: run alone, it prints its help.
-func helpOnly(c *cobra.Command) bool { return c.Annotations[helpOnlyKey] != "" }
-
 // subcommandArgs refuses anything after a group's name that is not one of its commands.
 func subcommandArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {

@@ -630,3 +630,6 @@ func withSnippets(t *testing.T, root string) string {
 	putBinary(t, root, persist.DefaultBinary, 0o755)
 	return root
 }
+
+// helpOnly says whether c only groups other commands: run alone, it prints its help.
+func helpOnly(c *cobra.Command) bool { return c.Annotations[helpOnlyKey] != "" }

@@ -53,7 +53,8 @@ var ExitStatuses = []ExitStatus{
 	{ExitNoCUDA, "gpusplit p2p", "no CUDA driver (libcuda.so.1) to run on, or no gpusplit-cuda to hand over to"},
 }
 
-// ExitStatusesOf returns the exit statuses of the command at path, by code.
+// ExitStatusesOf returns the exit statuses of the command at path, by code. The man
+// page generator (internal/cmd/manpages) is its user; the binary is not.
 func ExitStatusesOf(path string) []ExitStatus {
 	var out []ExitStatus
 	for _, e := range ExitStatuses {
@@ -68,22 +69,6 @@ func ExitStatusesOf(path string) []ExitStatus {
 	}
 	slices.SortStableFunc(out, func(a, b ExitStatus) int { return a.Code - b.Code })
 	return out
-}
-
-// ExitStatusMarkdown is the table of exit statuses as the README shows it.
-func ExitStatusMarkdown() string {
-	var b strings.Builder
-	b.WriteString("| status | command | meaning |\n|---|---|---|\n")
-	rows := slices.Clone(ExitStatuses)
-	slices.SortStableFunc(rows, func(a, b ExitStatus) int { return a.Code - b.Code })
-	for _, e := range rows {
-		who := "every command"
-		if e.Command != "" {
-			who = "`" + strings.TrimPrefix(e.Command, "gpusplit ") + "`"
-		}
-		fmt.Fprintf(&b, "| %d | %s | %s |\n", e.Code, who, e.Meaning)
-	}
-	return b.String()
 }
 
 // newExitStatusTopic is a help topic, not a command: gpusplit help exit-status.
@@ -126,7 +111,8 @@ type File struct {
 }
 
 // Files returns the files of the command cmd. A command that only groups others has the
-// files of its subcommands.
+// files of its subcommands. The man page generator (internal/cmd/manpages) is its user,
+// with what it calls (OwnFiles, holderFiles, scanFiles, concatFiles, commandFiles).
 func Files(cmd *cobra.Command) []File {
 	if fs, ok := OwnFiles(cmd); ok {
 		return fs

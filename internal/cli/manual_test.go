@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -114,4 +115,20 @@ func TestExitStatusTopic(t *testing.T) {
 			t.Errorf("gpusplit help exit-status does not say %q:\n%s", e.Meaning, out)
 		}
 	}
+}
+
+// ExitStatusMarkdown is the table of exit statuses as the README shows it.
+func ExitStatusMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| status | command | meaning |\n|---|---|---|\n")
+	rows := slices.Clone(ExitStatuses)
+	slices.SortStableFunc(rows, func(a, b ExitStatus) int { return a.Code - b.Code })
+	for _, e := range rows {
+		who := "every command"
+		if e.Command != "" {
+			who = "`" + strings.TrimPrefix(e.Command, "gpusplit ") + "`"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s |\n", e.Code, who, e.Meaning)
+	}
+	return b.String()
 }

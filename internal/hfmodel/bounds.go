@@ -151,18 +151,6 @@ func numberText(f float64) string {
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
-// boundOf returns the bound of field, by any of its names.
-func boundOf(field string) (Bound, bool) {
-	for _, b := range Bounds {
-		for _, f := range b.Fields {
-			if f == field {
-				return b, true
-			}
-		}
-	}
-	return Bound{}, false
-}
-
 // printable keeps what a terminal shows of a name config.json gives (architectures,
 // model_type, a dtype, a quantisation method), cut to 64 bytes: the text output prints
 // it as it is, and a control character in it would reach the terminal.

@@ -266,3 +266,15 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// boundOf returns the bound of field, by any of its names.
+func boundOf(field string) (Bound, bool) {
+	for _, b := range Bounds {
+		for _, f := range b.Fields {
+			if f == field {
+				return b, true
+			}
+		}
+	}
+	return Bound{}, false
+}

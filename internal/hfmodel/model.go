@@ -27,6 +27,7 @@ const (
 	LayerLinear
 )
 
+// String names a kind in the tests' messages.
 func (k LayerKind) String() string {
 	switch k {
 	case LayerSliding:
@@ -152,6 +153,7 @@ func Load(dir string) (*Model, error) {
 }
 
 // LoadConfig reads what Load reads but the shards: the model's shape and quantisation.
+// The tests of hfmodel and fit use it to take a model's shape without its weights.
 func LoadConfig(dir string) (*Model, error) {
 	d, err := openModelDir(dir)
 	if err != nil {
@@ -186,7 +188,7 @@ func loadConfig(d *modelDir) (*Model, error) {
 
 // ParseConfig reads a config.json's bytes: the model's shape, and the quantisation
 // config.json gives (not hf_quant_config.json, which is a file of its own). Its Weights
-// are empty.
+// are empty. The fuzz targets of hfmodel and fit (FuzzConfig, FuzzFit) use it.
 func ParseConfig(data []byte) (*Model, error) {
 	m, top, err := parseConfig(data)
 	if err != nil {

@@ -875,3 +875,9 @@ func TestNVRMVersionFixtures(t *testing.T) {
 		}
 	}
 }
+
+// IsNVRMInvalidRegion recognises "NVRM: This PCI I/O region assigned to your NVIDIA device
+// is invalid", whether or not the BAR line follows in the same record.
+func IsNVRMInvalidRegion(msg string) bool {
+	return strings.Contains(msg, "NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")
+}

@@ -43,12 +43,6 @@ func ParseNVRMBar(msg string) (NVRMBar, bool) {
 	return NVRMBar{BAR: bar, SizeMB: size, Address: addr, Device: bdf}, true
 }
 
-// IsNVRMInvalidRegion recognises "NVRM: This PCI I/O region assigned to your NVIDIA device
-// is invalid", whether or not the BAR line follows in the same record.
-func IsNVRMInvalidRegion(msg string) bool {
-	return strings.Contains(msg, "NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")
-}
-
 var nvrmProbeRe = &lazyre.Regexp{Expr: `NVRM: The NVIDIA probe routine failed for (\d+) device\(s\)`}
 
 // ParseNVRMProbeFailed recognises "NVRM: The NVIDIA probe routine failed for 2 device(s)."

@@ -367,7 +367,7 @@ type Spec struct {
 }
 
 // Bytes is what the tensor of s takes, or an error for an unknown dtype or a size that
-// is not whole bytes.
+// is not whole bytes. WriteHeader uses it.
 func (s Spec) Bytes() (int64, error) {
 	bits, ok := Bits(s.DType)
 	if !ok {
@@ -390,7 +390,8 @@ func (s Spec) Bytes() (int64, error) {
 // order given, padded with spaces to a multiple of 8 bytes as the reference writer
 // pads it, and returns the length of the data buffer that must follow. It writes no
 // data: a test makes the rest of the file sparse (os.Truncate), and a header-only copy
-// of a model stops here.
+// of a model stops here. It is for tests: the checkpoints of hfmodel's, fit's and
+// cli's tests and internal/testutils/checkpoint are written with it.
 func WriteHeader(w io.Writer, specs []Spec, metadata map[string]string) (int64, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')

@@ -31,7 +31,8 @@ var archive []byte
 //go:embed kpro6.pack
 var pack string
 
-// Archive returns the snapshot archive of the sample host.
+// Archive returns the snapshot archive of the sample host, for the tests that read it as
+// an archive (topo, snapshot, pve, inventory, cli).
 func Archive() []byte { return bytes.Clone(archive) }
 
 // Open returns the sample host.
@@ -40,7 +41,7 @@ func Open() (*host.Host, error) {
 }
 
 // Unpack lays the sample host out in dir, links kept as links, so that a test can change
-// its files and open it with host.Open.
+// its files and open it with host.Open. Only tests use it.
 func Unpack(dir string) error {
 	zr, err := gzip.NewReader(bytes.NewReader(archive))
 	if err != nil {
