@@ -17,9 +17,21 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
+	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
+	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/snapshot"
 )
+
+// snapshotFiles are the configuration files a snapshot keeps, by the names their
+// packages give them.
+var snapshotFiles = snapshot.Files{
+	SplitConfig: plan.DefaultConfig,
+	Mapping:     pve.MappingPath,
+	Members:     pve.MembersPath,
+	Storage:     pve.StoragePath,
+	Whole:       []string{pve.HAResourcesPath, pve.HARulesPath, pve.HAGroupsPath, pve.ReplicationPath},
+}
 
 func newSnapshot(g *globals) *cobra.Command {
 	var file string
@@ -89,7 +101,7 @@ in a file.`,
 				}
 			}
 			var buf bytes.Buffer
-			sum, err := snapshot.Capture(h, &buf)
+			sum, err := snapshot.Capture(h, &buf, snapshotFiles)
 			if err != nil {
 				return err
 			}

@@ -23,9 +23,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/host"
-	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
-	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
 // deviceFiles are the attributes of a PCI device directory that are captured.
@@ -87,11 +85,22 @@ type capture struct {
 	bytes, entries int64
 	counted        map[string]bool
 	full           int
+	cfg            Files
 }
 
-// Capture reads h and writes the snapshot archive to w.
-func Capture(h *host.Host, w io.Writer) (*Summary, error) {
-	c := &capture{h: h, files: map[string][]byte{}, links: map[string]string{}, dirs: map[string]bool{}, redacted: map[string]Redaction{}, counted: map[string]bool{"/": true}}
+// Files are the files of gpusplit's and Proxmox's configuration that a snapshot keeps.
+// The packages that read them own their names (plan, pve); the caller passes them in.
+type Files struct {
+	SplitConfig string   // the desired split (plan.DefaultConfig): the one file kept of its directory
+	Mapping     string   // the PCI mappings (pve.MappingPath): the one file kept of its directory
+	Members     string   // the cluster's members (pve.MembersPath), reduced to the nodes
+	Storage     string   // the storages (pve.StoragePath), reduced to those that hold snippets
+	Whole       []string // files kept as they are: HA resources, rules and groups, replication
+}
+
+// Capture reads h and writes the snapshot archive to w, with the configuration files f.
+func Capture(h *host.Host, w io.Writer, f Files) (*Summary, error) {
+	c := &capture{h: h, cfg: f, files: map[string][]byte{}, links: map[string]string{}, dirs: map[string]bool{}, redacted: map[string]Redaction{}, counted: map[string]bool{"/": true}}
 	if err := c.pci(); err != nil {
 		return nil, err
 	}
@@ -343,8 +352,11 @@ func (c *capture) etc() {
 	// (usb.cfg, dir.cfg, whatever an administrator keeps beside split.toml) are not its
 	// business. pci.cfg is kept whole: every line of it is read, its descriptions are
 	// written back by pve sync, and Proxmox shows them to anyone who may see the mapping.
-	c.only("/etc/gpusplit", path.Base(plan.DefaultConfig))
-	c.only("/etc/pve/mapping", path.Base(pve.MappingPath))
+	for _, f := range []string{c.cfg.SplitConfig, c.cfg.Mapping} {
+		if f != "" {
+			c.only(path.Dir(f), path.Base(f))
+		}
+	}
 	// The guest configs of every node, and the links that point at this node's.
 	for _, l := range []string{"/etc/pve/local", "/etc/pve/qemu-server", "/etc/pve/lxc"} {
 		c.link(l)
@@ -366,9 +378,13 @@ func (c *capture) etc() {
 		}
 	})
 	// What pve cluster and pve hook read of the cluster, reduced to that.
-	c.reduced(pve.MembersPath, reduceMembers)
-	c.reduced(pve.StoragePath, reduceStorage)
-	for _, f := range []string{pve.HAResourcesPath, pve.HARulesPath, pve.HAGroupsPath, pve.ReplicationPath} {
+	if c.cfg.Members != "" {
+		c.reduced(c.cfg.Members, reduceMembers)
+	}
+	if c.cfg.Storage != "" {
+		c.reduced(c.cfg.Storage, reduceStorage)
+	}
+	for _, f := range c.cfg.Whole {
 		c.file(f)
 	}
 }

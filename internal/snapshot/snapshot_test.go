@@ -17,12 +17,22 @@ import (
 	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // members lists an archive: path → contents, or "-> target" for a link, "/" for a directory.
+// testFiles are the configuration files as gpusplit snapshot passes them.
+var testFiles = Files{
+	SplitConfig: plan.DefaultConfig,
+	Mapping:     pve.MappingPath,
+	Members:     pve.MembersPath,
+	Storage:     pve.StoragePath,
+	Whole:       []string{pve.HAResourcesPath, pve.HARulesPath, pve.HAGroupsPath, pve.ReplicationPath},
+}
+
 func members(t *testing.T, archive []byte) map[string]string {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(archive))
@@ -138,7 +148,7 @@ func sameMembers(t *testing.T, what string, first, second []byte) {
 func snap(t *testing.T, h *host.Host) ([]byte, *Summary) {
 	t.Helper()
 	var buf bytes.Buffer
-	s, err := Capture(h, &buf)
+	s, err := Capture(h, &buf, testFiles)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +261,7 @@ func TestCaptureNotAHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Capture(h, io.Discard)
+	_, err = Capture(h, io.Discard, testFiles)
 	if err == nil || !strings.Contains(err.Error(), "/sys/bus/pci/devices") {
 		t.Fatalf("got %v, want an error naming /sys/bus/pci/devices", err)
 	}
@@ -297,7 +307,7 @@ func TestCaptureRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Capture(h, io.Discard)
+	sum, err := Capture(h, io.Discard, testFiles)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +358,7 @@ func TestCaptureFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	sum, err := Capture(h, &out)
+	sum, err := Capture(h, &out, testFiles)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func builtSnapshot(t *testing.T, topo Topology) []byte {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	sum, err := snapshot.Capture(h, &buf)
+	sum, err := snapshot.Capture(h, &buf, snapshot.Files{})
 	if err != nil {
 		t.Fatal(err)
 	}
