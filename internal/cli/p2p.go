@@ -205,21 +205,13 @@ func lookup(inv *inventory.Inventory, addr string) *pci.Device {
 	return inv.Tree.Lookup(a)
 }
 
-// linkGBps is a PCIe link's one-way rate in GB/s: lanes × transfer rate × line code
-// (8b/10b up to 5 GT/s, 128b/130b from 8 GT/s; PCIe 6's FLIT mode counted as 242/256).
+// linkGBps is a PCIe link's one-way rate in GB/s, from its sysfs speed and width.
 func linkGBps(speed string, width int) float64 {
 	gts, gen, err := pci.ParseLinkSpeed(speed)
-	if err != nil || width <= 0 {
+	if err != nil {
 		return 0
 	}
-	code := 128.0 / 130
-	switch {
-	case gen <= 2:
-		code = 0.8
-	case gen >= 6:
-		code = 242.0 / 256
-	}
-	return gts * float64(width) * code / 8
+	return p2p.LinkGBps(gts, gen, width)
 }
 
 // parseSizes reads "4K,1M,256M" (K, M, G in powers of two; plain numbers are bytes).
