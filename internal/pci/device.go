@@ -8,28 +8,29 @@ import (
 
 // Device is one PCI function as sysfs shows it.
 type Device struct {
-	Address        Address
-	VendorID       uint16
-	DeviceID       uint16
-	SubVendorID    uint16
-	SubDeviceID    uint16
-	Class          uint32 // 24 bits: class, subclass, programming interface
-	Revision       uint8
-	Driver         string // "" when no driver is bound
-	DriverOverride string // "" when unset ("(null)" in sysfs)
-	IOMMUGroup     int    // -1 when the device has no IOMMU group
-	NUMANode       int    // -1 when unknown, as sysfs writes it
-	LocalCPUs      cpuset.Set
-	Link           Link
-	BARs           []BAR
+	Address        Address    // the directory's name under /sys/bus/pci/devices
+	VendorID       uint16     // vendor
+	DeviceID       uint16     // device
+	SubVendorID    uint16     // subsystem_vendor
+	SubDeviceID    uint16     // subsystem_device
+	Class          uint32     // class: 24 bits, class, subclass, programming interface
+	Revision       uint8      // revision
+	Driver         string     // the driver link's target's name; "" when no driver is bound
+	DriverOverride string     // driver_override; "" when unset ("(null)" in sysfs)
+	IOMMUGroup     int        // the iommu_group link's target's name; -1 when the device has none
+	NUMANode       int        // numa_node; -1 when unknown, as sysfs writes it
+	LocalCPUs      cpuset.Set // local_cpulist
+	Link           Link       // current_link_speed, current_link_width, max_link_speed, max_link_width
+	BARs           []BAR      // resource: its lines 0-5 and the ROM's, 6
 	// HostBridge is the root complex the device hangs off; Parents are the bridges
 	// between it and the device, from the root port down. A device on the root bus
 	// (QEMU i440fx, integrated devices) has no parents.
 	HostBridge HostBridge
 	Parents    []Address
-	// PhysFn is the physical function of an SR-IOV virtual function.
+	// PhysFn is the physical function of an SR-IOV virtual function: the physfn link.
 	PhysFn *Address
-	// Path is the device's directory under /sys/devices, links resolved.
+	// Path is the device's directory under /sys/devices, links resolved: the
+	// /sys/bus/pci/devices link's target.
 	Path string
 
 	// Names from the pci.ids database; "" when unknown.

@@ -8,12 +8,12 @@ import (
 
 // Link is a device's PCIe link: what it trained to and what it can do.
 type Link struct {
-	Speed    string `json:"speed"`     // as sysfs writes it: "32.0 GT/s PCIe"; "" when not PCIe
-	Width    int    `json:"width"`     // lanes; 0 when unknown
-	MaxSpeed string `json:"max_speed"` // as sysfs writes it
-	MaxWidth int    `json:"max_width"`
-	Gen      int    `json:"gen"`     // PCIe generation of Speed; 0 when unknown
-	MaxGen   int    `json:"max_gen"` // PCIe generation of MaxSpeed
+	Speed    string `json:"speed"`     // current_link_speed, as sysfs writes it: "32.0 GT/s PCIe"; "" when not PCIe
+	Width    int    `json:"width"`     // current_link_width: lanes; 0 when unknown
+	MaxSpeed string `json:"max_speed"` // max_link_speed, as sysfs writes it
+	MaxWidth int    `json:"max_width"` // max_link_width
+	Gen      int    `json:"gen"`       // PCIe generation of Speed; 0 when unknown
+	MaxGen   int    `json:"max_gen"`   // PCIe generation of MaxSpeed
 }
 
 // generations maps GT/s per lane to the PCIe generation.

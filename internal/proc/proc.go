@@ -14,14 +14,14 @@ import (
 
 // Process is a process with matching files open.
 type Process struct {
-	PID     int
+	PID     int      // the directory's name under /proc
 	Command string   // the short name from /proc/<pid>/comm
-	Cmdline []string // the arguments, when readable
+	Cmdline []string // /proc/<pid>/cmdline: the arguments, when readable
 	// Container is the Proxmox container (LXC) the process runs in, VM the Proxmox VM
-	// whose QEMU it is; 0 when none.
+	// whose QEMU it is, both from /proc/<pid>/cgroup; 0 when none.
 	Container int
 	VM        int
-	Files     []string // the matching files it holds open, as its fd links name them
+	Files     []string // the matching files it holds open, as its /proc/<pid>/fd links name them
 }
 
 // Scan is the result of looking through /proc.
