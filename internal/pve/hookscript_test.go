@@ -3,27 +3,31 @@ package pve
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/persist"
-	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
 
 const localSnippets = "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup,snippets\n\nlvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n\tcontent rootdir,images\n"
 
-// hookHost is the sample host with storage.cfg as given and gpusplit installed where a
+// hookHost is the sample host's /etc with storage.cfg as given and gpusplit installed where a
 // snippet runs it by default, a file of root's.
 func hookHost(t *testing.T, storage string) (string, *host.Host) {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("needs root: the snippet's binary must be root's")
 	}
-	root := t.TempDir()
-	if err := samplehost.Unpack(root); err != nil {
+	template, err := refTemplate()
+	if err != nil {
 		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if out, err := exec.Command("cp", "-a", filepath.Join(template, "etc"), root).CombinedOutput(); err != nil {
+		t.Fatalf("copying the sample host's /etc: %v %s", err, out)
 	}
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
