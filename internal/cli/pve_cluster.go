@@ -15,87 +15,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
-// clusterSysfsNote says what the cluster view cannot see: it reads other nodes' configs,
-// and sysfs of none.
-const clusterSysfsNote = "read from /etc/pve alone: every node's guest configs, never a node's sysfs; whether an entry still matches its node's hardware is checked on that node (gpusplit pve mappings), and which GPU a container's /dev/nvidiaN is too"
-
-// clusterDoc is pve cluster -o json (docs/json.md).
-type clusterDoc struct {
-	Node     string               `json:"node"`
-	Cluster  string               `json:"cluster"`
-	Quorate  bool                 `json:"quorate"`
-	Members  bool                 `json:"members"`
-	Nodes    []clusterNodeJSON    `json:"nodes"`
-	Mappings []clusterMappingJSON `json:"mappings"`
-	Guests   []clusterGuestJSON   `json:"guests"`
-	Problems []clusterProblemJSON `json:"problems"`
-	Notes    []string             `json:"notes"`
-}
-
-type clusterNodeJSON struct {
-	Name     string `json:"name"`
-	ID       int    `json:"id"`
-	Online   bool   `json:"online"`
-	IP       string `json:"ip"`
-	ThisNode bool   `json:"this_node"`
-}
-
-type clusterEntryJSON struct {
-	Node string `json:"node"`
-	Path string `json:"path"`
-	ID   string `json:"id"`
-}
-
-type clusterMappingJSON struct {
-	ID          string             `json:"id"`
-	Description string             `json:"description"`
-	Entries     []clusterEntryJSON `json:"entries"`
-	PerNode     map[string]int     `json:"per_node"`
-	UsedBy      []int              `json:"used_by"`
-}
-
-type clusterUseJSON struct {
-	Mapping string   `json:"mapping"`
-	Keys    []string `json:"keys"`
-	Needs   int      `json:"needs"`
-}
-
-type clusterHAJSON struct {
-	Managed bool     `json:"managed"`
-	State   string   `json:"state"`
-	Rule    string   `json:"rule"`
-	Strict  bool     `json:"strict"`
-	Nodes   []string `json:"nodes"`
-}
-
-type clusterReplicationJSON struct {
-	Job    string `json:"job"`
-	Target string `json:"target"`
-}
-
-type clusterGuestJSON struct {
-	ID          int                      `json:"id"`
-	Kind        string                   `json:"kind"`
-	Node        string                   `json:"node"`
-	Name        string                   `json:"name"`
-	Template    bool                     `json:"template"`
-	Config      string                   `json:"config"`
-	Mappings    []clusterUseJSON         `json:"mappings"`
-	Devices     []string                 `json:"devices"`
-	CgroupAllow []string                 `json:"cgroup_allow"`
-	HA          clusterHAJSON            `json:"ha"`
-	Replication []clusterReplicationJSON `json:"replication"`
-}
-
-type clusterProblemJSON struct {
-	Kind     string   `json:"kind"`
-	Node     string   `json:"node"`
-	Guests   []int    `json:"guests"`
-	Mappings []string `json:"mappings"`
-	Paths    []string `json:"paths"`
-	Message  string   `json:"message"`
-}
-
 func newPVECluster(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cluster",
@@ -133,7 +52,7 @@ Exit status: 0 without problems, 1 with problems (or an error).`,
 			if err != nil {
 				return err
 			}
-			doc := clusterJSON(c)
+			doc := c.Report()
 			if g.json() {
 				if err := g.writeJSON(doc); err != nil {
 					return err
@@ -153,63 +72,9 @@ Exit status: 0 without problems, 1 with problems (or an error).`,
 	}
 }
 
-// clusterJSON is the document of the cluster view; every list is [] when empty.
-func clusterJSON(c *pve.Cluster) clusterDoc {
-	doc := clusterDoc{
-		Node: c.Node, Nodes: []clusterNodeJSON{}, Mappings: []clusterMappingJSON{}, Guests: []clusterGuestJSON{},
-		Problems: []clusterProblemJSON{}, Notes: append([]string{clusterSysfsNote}, c.Notes...),
-	}
-	if m := c.Members; m != nil {
-		doc.Members, doc.Cluster, doc.Quorate = true, m.Cluster, m.Quorate
-		for _, n := range m.Nodes {
-			doc.Nodes = append(doc.Nodes, clusterNodeJSON{Name: n.Name, ID: n.ID, Online: n.Online, IP: n.IP, ThisNode: n.Name == c.Node})
-		}
-	}
-	for _, m := range c.Mappings.Mappings {
-		mj := clusterMappingJSON{ID: m.ID, Description: m.Props["description"], Entries: []clusterEntryJSON{}, PerNode: map[string]int{}, UsedBy: []int{}}
-		for _, e := range m.Maps {
-			mj.Entries = append(mj.Entries, clusterEntryJSON{Node: e.Node, Path: e.Path, ID: e.ID})
-			mj.PerNode[e.Node]++
-		}
-		for _, gu := range c.Guests {
-			if slices.ContainsFunc(gu.Uses, func(u pve.MappingUse) bool { return u.Mapping == m.ID }) {
-				mj.UsedBy = append(mj.UsedBy, gu.ID)
-			}
-		}
-		doc.Mappings = append(doc.Mappings, mj)
-	}
-	for _, gu := range c.Guests {
-		gj := clusterGuestJSON{
-			ID: gu.ID, Kind: "vm", Node: gu.Node, Name: gu.Name, Template: gu.Template, Config: gu.Path,
-			Mappings: []clusterUseJSON{}, Devices: append([]string{}, gu.Devices...), CgroupAllow: append([]string{}, gu.CgroupAllow...),
-			HA: clusterHAJSON{Nodes: []string{}}, Replication: []clusterReplicationJSON{},
-		}
-		if gu.Kind == pve.LXC {
-			gj.Kind = "ct"
-		}
-		for _, u := range gu.Uses {
-			gj.Mappings = append(gj.Mappings, clusterUseJSON{Mapping: u.Mapping, Keys: u.Keys, Needs: u.Needs})
-		}
-		if r := gu.HA; r != nil {
-			gj.HA.Managed, gj.HA.State = true, r.State
-			if a := r.Affinity; a != nil {
-				gj.HA.Rule, gj.HA.Strict, gj.HA.Nodes = a.Rule, a.Strict, append([]string{}, a.Nodes...)
-			}
-		}
-		for _, r := range gu.Replication {
-			gj.Replication = append(gj.Replication, clusterReplicationJSON{Job: r.Job, Target: r.Target})
-		}
-		doc.Guests = append(doc.Guests, gj)
-	}
-	for _, p := range c.Problems {
-		doc.Problems = append(doc.Problems, clusterProblemJSON{Kind: p.Kind, Node: p.Node, Guests: p.Guests, Mappings: p.Mappings, Paths: p.Paths, Message: p.Message})
-	}
-	return doc
-}
-
 // printCluster prints the cluster view: the nodes, the mappings' entries per node, the
 // guests with their GPUs, HA and replication, then the problems and notes.
-func printCluster(g *globals, root string, doc clusterDoc) {
+func printCluster(g *globals, root string, doc pve.ClusterReport) {
 	w := g.stdout
 	switch {
 	case !doc.Members:
@@ -315,7 +180,7 @@ func countOrDash(n int) string {
 }
 
 // guestLabel is "VM 131" or "CT 129" for a guest of the document.
-func guestLabel(doc clusterDoc, id int) string {
+func guestLabel(doc pve.ClusterReport, id int) string {
 	for _, gu := range doc.Guests {
 		if gu.ID == id && gu.Kind == "ct" {
 			return fmt.Sprintf("CT %d", id)
@@ -328,7 +193,7 @@ var gpuMinor = &lazyre.Regexp{Expr: `^/dev/nvidia(\d+)$`}
 
 // guestGPUs says what a guest takes: a VM its mappings and how many of each, a container
 // its /dev/nvidiaN (in ranges) and how the nodes get in.
-func guestGPUs(gu clusterGuestJSON) string {
+func guestGPUs(gu pve.ClusterGuestReport) string {
 	if gu.Kind == "vm" {
 		var parts []string
 		for _, u := range gu.Mappings {
@@ -374,7 +239,7 @@ func guestGPUs(gu clusterGuestJSON) string {
 }
 
 // guestMoves says where HA and replication may take a guest.
-func guestMoves(gu clusterGuestJSON) string {
+func guestMoves(gu pve.ClusterGuestReport) string {
 	var out []string
 	if gu.HA.Managed {
 		s := "HA " + gu.HA.State

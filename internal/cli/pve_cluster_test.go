@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
 // clusterWithoutProblems takes the sample host's planted cluster problems out of the
@@ -67,14 +69,14 @@ func TestPVEClusterJSON(t *testing.T) {
 	if status(err) != 1 || !strings.Contains(err.Error(), "(in problems)") {
 		t.Fatalf("exit status %d, %v", status(err), err)
 	}
-	var doc clusterDoc
+	var doc pve.ClusterReport
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.Node != "kpro6" || doc.Cluster != "kpro" || !doc.Quorate || !doc.Members || len(doc.Nodes) != 3 || !doc.Nodes[1].ThisNode || doc.Nodes[0].IP != "10.20.0.15" {
 		t.Errorf("nodes: %+v", doc)
 	}
-	kinds := map[string]clusterProblemJSON{}
+	kinds := map[string]pve.ClusterProblem{}
 	for _, p := range doc.Problems {
 		kinds[p.Kind] = p
 	}
@@ -90,7 +92,7 @@ func TestPVEClusterJSON(t *testing.T) {
 	if p := kinds["gpu-in-two-mappings"]; p.Node != "kpro5" || len(p.Guests) != 2 || p.Guests[0] != 120 || p.Guests[1] != 125 || p.Mappings[0] != "a6000-ws" || p.Mappings[1] != "pro6000" || p.Paths[0] != "0000:81:00" {
 		t.Errorf("d: %+v", p)
 	}
-	var pro clusterMappingJSON
+	var pro pve.ClusterMapping
 	for _, m := range doc.Mappings {
 		if m.ID == "pro6000" {
 			pro = m

@@ -255,8 +255,8 @@ func (r *HAResource) Relocates() bool { return r.State == "started" || r.State =
 // Replication is a storage replication job of a guest (replication.cfg, type local):
 // it keeps the guest's disks on Target so that the guest can move there.
 type Replication struct {
-	Job    string // <vmid>-<n>
-	Target string
+	Job    string `json:"job"` // <vmid>-<n>
+	Target string `json:"target"`
 }
 
 // MappingUse is how a VM uses one mapping: its hostpciN entries that name it.
@@ -301,13 +301,13 @@ func (g *ClusterGuest) Label() string {
 
 // ClusterProblem is a finding of the cluster view: what it is, and what it concerns.
 type ClusterProblem struct {
-	Kind     string
-	Node     string
-	Guests   []int
-	Mappings []string
+	Kind     string   `json:"kind"`
+	Node     string   `json:"node"`
+	Guests   []int    `json:"guests"`
+	Mappings []string `json:"mappings"`
 	// Paths are the devices it concerns (the entry's, or the device two mappings share).
-	Paths   []string
-	Message string
+	Paths   []string `json:"paths"`
+	Message string   `json:"message"`
 }
 
 // Cluster is the GPU configuration of the whole cluster, read from /etc/pve alone.
