@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/errconst"
-	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
@@ -43,70 +42,21 @@ func newPVEMappings(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			node, err := pve.NodeName(h)
+			doc, err := pve.ReportMappings(h, inv.Tree, model)
 			if err != nil {
 				return err
 			}
-			if !h.Exists(pve.MappingPath) {
-				if g.json() {
-					return g.writeJSON(struct {
-						Node     string     `json:"node"`
-						Mappings []struct{} `json:"entries"`
-					}{node, []struct{}{}})
-				}
+			if g.json() {
+				return g.writeJSON(doc)
+			}
+			if doc.Missing {
 				fmt.Fprintf(g.stdout, "%s: no PCI mappings (%s does not exist).\n", h.Root(), pve.MappingPath)
 				return nil
 			}
-			f, err := pve.ReadMappings(h)
-			if err != nil {
-				return err
-			}
-			type row struct {
-				Mapping  string   `json:"mapping"`
-				Node     string   `json:"node"`
-				Path     string   `json:"path"`
-				ID       string   `json:"id"`
-				Device   string   `json:"device"`
-				Driver   string   `json:"driver"`
-				NUMANode *int     `json:"numa_node"`
-				Checked  bool     `json:"checked"`
-				Problems []string `json:"problems"`
-			}
-			var rows []row
-			for _, m := range f.Mappings {
-				for _, e := range m.Maps {
-					r := row{Mapping: m.ID, Node: e.Node, Path: e.Path, ID: e.ID, Problems: []string{}}
-					if e.Node == node {
-						r.Checked = true
-						r.Problems = append(r.Problems, pve.Check(inv.Tree, e)...)
-						first, _, _ := strings.Cut(e.Path, ";")
-						if !strings.Contains(first, ".") {
-							first += ".0"
-						}
-						if a, err := pci.ParseAddress(first); err == nil {
-							if d := inv.Tree.Lookup(a); d != nil {
-								r.Device, r.Driver = model(d), d.Driver
-								n := d.NUMANode
-								r.NUMANode = &n
-							}
-						}
-					}
-					rows = append(rows, r)
-				}
-			}
-			if g.json() {
-				if rows == nil {
-					rows = []row{}
-				}
-				return g.writeJSON(struct {
-					Node     string `json:"node"`
-					Mappings []row  `json:"entries"`
-				}{node, rows})
-			}
-			fmt.Fprintf(g.stdout, "%s: %d PCI mappings; this node is %s.\n\n", h.Root(), len(f.Mappings), node)
+			fmt.Fprintf(g.stdout, "%s: %d PCI mappings; this node is %s.\n\n", h.Root(), doc.Mappings, doc.Node)
 			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "MAPPING\tNODE\tPATH\tDEVICE\tDRIVER\tNUMA\tPROXMOX CHECK")
-			for _, r := range rows {
+			for _, r := range doc.Entries {
 				check, dev, drv, numa := "(other node)", "", "", ""
 				if r.Checked {
 					check = "ok"
