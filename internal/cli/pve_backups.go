@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
 
@@ -75,43 +74,23 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := &pve.Writer{H: h, Command: "pve backups restore " + args[0]}
-			var res []pve.FileResult
-			if dryRun {
-				res, err = w.RestoreCheck(args[0])
-			} else {
-				res, err = w.Restore(args[0])
+			doc, err := pve.RestoreBackup(h, args[0], dryRun, "pve backups restore "+args[0])
+			if doc == nil {
+				return err
 			}
-			var tx *pve.TxError
-			problems := []string{}
-			if errors.As(err, &tx) {
-				for _, p := range tx.Problems {
-					problems = append(problems, p.String())
-				}
-			}
-			// A restore refused or failed by its checks or writes has a result; one whose
-			// id names no backup has none.
-			if g.json() && (err == nil || tx != nil || len(res) > 0) {
-				if res == nil {
-					res = []pve.FileResult{}
-				}
-				if jerr := g.writeJSON(struct {
-					ID       string           `json:"id"`
-					Applied  bool             `json:"applied"`
-					Files    []pve.FileResult `json:"files"`
-					Problems []string         `json:"problems"`
-				}{args[0], !dryRun && err == nil, res, problems}); jerr != nil {
+			if g.json() {
+				if jerr := g.writeJSON(doc); jerr != nil {
 					return jerr
 				}
 				return err
 			}
-			for _, f := range res {
+			for _, f := range doc.Files {
 				fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
 			}
 			switch {
 			case err != nil:
 				return err
-			case len(res) == 0:
+			case len(doc.Files) == 0:
 				fmt.Fprintf(g.stdout, "the file already holds backup %s: nothing to restore.\n", args[0])
 			case dryRun:
 				fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run the backup is put back.")

@@ -224,3 +224,41 @@ func (w *Writer) restoreEdit(id string) (Edit, error) {
 	}
 	return Edit{Path: b.Path, Old: string(cur), New: string(data)}, nil
 }
+
+// RestoreReport is pve backups restore -o json (docs/json.md): the file restored, or
+// checked, and what stopped it.
+type RestoreReport struct {
+	ID       string       `json:"id"`
+	Applied  bool         `json:"applied"`
+	Files    []FileResult `json:"files"`
+	Problems []string     `json:"problems"`
+}
+
+// RestoreBackup puts backup id back for command (Restore), or with check only checks
+// that it would go through (RestoreCheck). A nil report comes with an error that found
+// no backup to restore; a report with an error is a restore that its checks or its
+// writes stopped.
+func RestoreBackup(h *host.Host, id string, check bool, command string) (*RestoreReport, error) {
+	w := &Writer{H: h, Command: command}
+	var res []FileResult
+	var err error
+	if check {
+		res, err = w.RestoreCheck(id)
+	} else {
+		res, err = w.Restore(id)
+	}
+	var tx *TxError
+	problems := []string{}
+	if errors.As(err, &tx) {
+		for _, p := range tx.Problems {
+			problems = append(problems, p.String())
+		}
+	}
+	if err != nil && tx == nil && len(res) == 0 {
+		return nil, err
+	}
+	if res == nil {
+		res = []FileResult{}
+	}
+	return &RestoreReport{ID: id, Applied: !check && err == nil, Files: res, Problems: problems}, err
+}

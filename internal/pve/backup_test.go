@@ -186,3 +186,44 @@ func TestCommitRefusesOtherFiles(t *testing.T) {
 		}
 	}
 }
+
+// RestoreBackup's report: none for an id that names no backup; the problems of a check
+// or a restore its checks stop; the file written by one that goes through.
+func TestRestoreBackup(t *testing.T) {
+	rc := newRefCase(t)
+	if _, err := rc.writer().Commit(rc.edits); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := RestoreBackup(rc.h, "etc_pve_mapping_pci.cfg.20260101T000000.000000000Z", true, "test"); rep != nil || err == nil {
+		t.Errorf("no such backup: %+v %v", rep, err)
+	}
+	list, _ := ListBackups(rc.h)
+	var vm Backup
+	for _, b := range list {
+		if strings.HasSuffix(b.Path, "131.conf") {
+			vm = b
+		}
+	}
+	p := filepath.Join(rc.root, "etc/pve/nodes/kpro6/qemu-server/131.conf")
+	cur, _ := os.ReadFile(p)
+	os.WriteFile(p, append([]byte("lock: migrate\n"), cur...), 0o640)
+	for _, check := range []bool{true, false} {
+		rep, err := RestoreBackup(rc.h, vm.ID, check, "test")
+		if err == nil || rep == nil || rep.Applied || rep.ID != vm.ID || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "has lock: migrate") {
+			t.Errorf("check %v of a locked VM: %+v %v", check, rep, err)
+		}
+	}
+	os.WriteFile(p, cur, 0o640)
+	rep, err := RestoreBackup(rc.h, vm.ID, true, "test")
+	if err != nil || rep.Applied || len(rep.Files) != 1 || rep.Files[0].Outcome != Untouched || len(rep.Problems) != 0 {
+		t.Errorf("check: %+v %v", rep, err)
+	}
+	rep, err = RestoreBackup(rc.h, vm.ID, false, "test")
+	if err != nil || !rep.Applied || len(rep.Files) != 1 || rep.Files[0].Outcome != Written {
+		t.Errorf("restore: %+v %v", rep, err)
+	}
+	rep, err = RestoreBackup(rc.h, vm.ID, false, "test")
+	if err != nil || !rep.Applied || len(rep.Files) != 0 || rep.Files == nil {
+		t.Errorf("again: %+v %v", rep, err)
+	}
+}
