@@ -208,6 +208,10 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 				change = pve.InstallHook
 			}
 			doc, werr := change(h, kind, id, o)
+			var sc *pve.StorageChangeError
+			if errors.As(werr, &sc) {
+				return fmt.Errorf("%s's hookscript %s is missing on this node: install writes it again on storage %s, as the config (every node's) names it; --storage %s would change it for every node", sc.Guest, sc.Hookscript, sc.Storage, sc.Named)
+			}
 			if doc == nil {
 				return werr
 			}

@@ -361,6 +361,20 @@ func changeHook(h *host.Host, kind string, id int, o HookOptions, install bool) 
 	return rep, werr
 }
 
+// StorageChangeError refuses an install onto storage Named when the guest's hookscript,
+// gpusplit's snippet on Storage, is missing on this node: it is written again where the
+// config, which is every node's, names it.
+type StorageChangeError struct {
+	Guest      string // "VM 131"
+	Hookscript string
+	Storage    string
+	Named      string
+}
+
+func (e *StorageChangeError) Error() string {
+	return fmt.Sprintf("%s's hookscript %s is missing on this node: install writes it again on storage %s, as the config (every node's) names it; storage %s would change it for every node", e.Guest, e.Hookscript, e.Storage, e.Named)
+}
+
 // hookChange is what install or remove does besides the config line.
 type hookChange struct {
 	vol           string // the hookscript install sets
@@ -406,7 +420,7 @@ func planInstall(h *host.Host, kind string, id int, current, storage, binary, de
 				return ch, fmt.Errorf("%s's hookscript %s is gpusplit's snippet, but storage %s holds no snippets on this node: give it the snippets content type here, or install on a node that has it", label, current, sf.storage)
 			}
 			if storage != "" && storage != sf.storage {
-				return ch, fmt.Errorf("%s's hookscript %s is missing on this node: install writes it again on storage %s, as the config (every node's) names it; --storage %s would change it for every node", label, current, sf.storage, storage)
+				return ch, &StorageChangeError{Guest: label, Hookscript: current, Storage: sf.storage, Named: storage}
 			}
 			storage, keepName = sf.storage, sf.name
 			if sf.name != HookSnippet {

@@ -171,6 +171,8 @@ func TestHookRefusals(t *testing.T) {
 			putFile(t, root, "/var/lib/vz/snippets/gpusplit-hook-131", "#!/bin/sh\n# gpusplit pve hook install: x\n# chained: local:snippets/gpusplit-hook\n/usr/bin/gpusplit hook \"$@\" || exit $?\nexec '/var/lib/vz/snippets/gpusplit-hook' \"$@\"\n", 0o755)
 			setHookscript(t, root, "local:snippets/gpusplit-hook-131")
 		}, want: "a snippet of gpusplit's"},
+		{name: "another storage for a snippet missing here", set: func(t *testing.T, root string) { setHookscript(t, root, "local:snippets/gpusplit-hook-131") },
+			o: HookOptions{Storage: "nas"}, want: "install writes it again on storage local, as the config (every node's) names it; storage nas would change it"},
 		{name: "a binary that does not exist", o: HookOptions{Binary: "/opt/gpusplit"}, want: "the snippet cannot run /opt/gpusplit"},
 		{name: "remove of a hookscript not gpusplit's", set: func(t *testing.T, root string) { setHookscript(t, root, "local:snippets/mine.sh") }, remove: true, want: "is not gpusplit's"},
 		{name: "remove where the guest's snippet is missing", set: func(t *testing.T, root string) { setHookscript(t, root, "local:snippets/gpusplit-hook-131") }, remove: true, want: "run remove on the node it was installed on"},
