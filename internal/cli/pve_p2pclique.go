@@ -97,7 +97,7 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 			if err != nil {
 				return err
 			}
-			if h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid)) {
+			if pve.Running(h, pve.QEMU, vmid) {
 				doc.Notes = append(doc.Notes, fmt.Sprintf("VM %d is running: the clique takes effect when it is stopped and started again", vmid))
 			}
 			doc.Diff = pve.Diff(doc.Path, old, guest.String())

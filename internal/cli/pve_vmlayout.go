@@ -90,7 +90,7 @@ docs/vm-topology.md has the details.`,
 			}
 			path := pve.GuestPath(pve.QEMU, vmid)
 			notes := append([]string{}, l.Notes...)
-			if h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", vmid)) {
+			if pve.Running(h, pve.QEMU, vmid) {
 				notes = append(notes, fmt.Sprintf("VM %d is running: the layout takes effect when it is stopped and started again", vmid))
 			}
 			doc := vmLayoutDoc{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes}

@@ -671,3 +671,23 @@ func TestGuestNotText(t *testing.T) {
 		t.Errorf("sync over a damaged VM config: %v", err)
 	}
 }
+
+// A VM runs while its pid file is there, a container while its cgroup is.
+func TestRunning(t *testing.T) {
+	rc := newRefCase(t)
+	if Running(rc.h, QEMU, 131) || Running(rc.h, LXC, 129) || Running(rc.h, "other", 131) {
+		t.Fatal("a guest without its files runs")
+	}
+	for _, p := range []string{"run/qemu-server/131.pid", "sys/fs/cgroup/lxc/129/cgroup.procs"} {
+		full := filepath.Join(rc.root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !Running(rc.h, QEMU, 131) || !Running(rc.h, LXC, 129) || Running(rc.h, QEMU, 129) {
+		t.Error("a guest with its files does not run")
+	}
+}

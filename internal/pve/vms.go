@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
@@ -224,13 +225,17 @@ func guestState(s *syncer, g *Guest) []string {
 	return out
 }
 
-// running tells whether a guest runs, from the files Proxmox keeps for running guests.
-func (s *syncer) running(g *Guest) bool {
-	switch g.Kind {
+// running tells whether a guest runs.
+func (s *syncer) running(g *Guest) bool { return Running(s.h, g.Kind, g.ID) }
+
+// Running tells whether a guest of this node runs, from the files Proxmox keeps for
+// running guests: a VM's pid file, a container's cgroup.
+func Running(h *host.Host, kind string, id int) bool {
+	switch kind {
 	case QEMU:
-		return s.h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", g.ID))
+		return h.Exists(fmt.Sprintf("/run/qemu-server/%d.pid", id))
 	case LXC:
-		return s.h.Exists(fmt.Sprintf("/sys/fs/cgroup/lxc/%d", g.ID))
+		return h.Exists(fmt.Sprintf("/sys/fs/cgroup/lxc/%d", id))
 	}
 	return false
 }
