@@ -164,6 +164,9 @@ func printNodes(g *globals, doc *pve.HookReport, kind string, id int) {
 	}
 }
 
+// binaryAdvice is the way out of a refused binary that the command line adds.
+const binaryAdvice = ", or name such a file with --binary PATH"
+
 func newPVEHookChange(g *globals, verb string) *cobra.Command {
 	var gf guestFlags
 	var storage, binary, deadline string
@@ -209,11 +212,18 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 			}
 			doc, werr := change(h, kind, id, o)
 			var sc *pve.StorageChangeError
-			if errors.As(werr, &sc) {
+			var refused *pve.BinaryRefusedError
+			switch {
+			case errors.As(werr, &refused):
+				return fmt.Errorf("%s; nothing was changed", refused.Message(binaryAdvice))
+			case errors.As(werr, &sc):
 				return fmt.Errorf("%s's hookscript %s is missing on this node: install writes it again on storage %s, as the config (every node's) names it; --storage %s would change it for every node", sc.Guest, sc.Hookscript, sc.Storage, sc.Named)
 			}
 			if doc == nil {
 				return werr
+			}
+			if doc.Refused != nil {
+				doc.Problems = append(doc.Problems, doc.Refused.Message(binaryAdvice))
 			}
 			path := pve.GuestPath(kind, id)
 			if g.json() {

@@ -51,6 +51,9 @@ type HookReport struct {
 	Applied          bool         `json:"applied"`
 	Problems         []string     `json:"problems"`
 	Files            []FileResult `json:"files"`
+	// Refused is why a check of install found that the binary stops it: a reason for
+	// ErrWouldStop besides Problems.
+	Refused *BinaryRefusedError `json:"-"`
 }
 
 // HookNode is another node where the guest may start, and why.
@@ -176,10 +179,32 @@ func ShowHook(h *host.Host, kind string, id int) (*HookReport, error) {
 	return rep, nil
 }
 
+// BinaryRefusedError is why install will not write a snippet that runs Path: it fails
+// the check persist makes of the boot unit's binary (Problems), and Proxmox runs a
+// hookscript as root at every start and stop. RunsFrom is where this gpusplit runs
+// from, when the snippet would run another file.
+type BinaryRefusedError struct {
+	Path     string
+	Problems []string
+	RunsFrom string
+}
+
+func (e *BinaryRefusedError) Error() string { return e.Message("") }
+
+// Message is the refusal with more ways out after the first (", or ...").
+func (e *BinaryRefusedError) Message(more string) string {
+	s := fmt.Sprintf("the snippet cannot run %s: %s. Proxmox runs a hookscript as root at every start and stop, so it must be a file only root can change: "+
+		"install gpusplit with 'install -o root -g root -m 0755 gpusplit %s'%s", e.Path, strings.Join(e.Problems, "; "), persist.DefaultBinary, more)
+	if e.RunsFrom != "" {
+		s += fmt.Sprintf(" (this gpusplit runs from %s; the snippet does not run it from there)", e.RunsFrom)
+	}
+	return s
+}
+
 // checkHookBinary checks the gpusplit a snippet runs as persist checks the boot unit's:
 // Proxmox runs it as root at every start and stop. refused is why install will not write
 // a snippet that runs it; nil when it passes or cannot be checked (a snapshot).
-func checkHookBinary(h *host.Host, path string, named bool) (HookBinary, error) {
+func checkHookBinary(h *host.Host, path string, named bool) (HookBinary, *BinaryRefusedError) {
 	b, err := persist.CheckBinary(h, path, named)
 	out := HookBinary{Path: path, Resolved: b.Resolved, Problems: []string{}, Notes: append([]string{}, b.Notes...)}
 	if out.Resolved == "" {
@@ -199,11 +224,9 @@ func checkHookBinary(h *host.Host, path string, named bool) (HookBinary, error) 
 	} else {
 		out.Problems = append(out.Problems, err.Error())
 	}
-	refused := fmt.Errorf("the snippet cannot run %s: %s. Proxmox runs a hookscript as root at every start and stop, so it must be a file only root can change: "+
-		"install gpusplit with 'install -o root -g root -m 0755 gpusplit %s', or name such a file with --binary PATH",
-		path, strings.Join(out.Problems, "; "), persist.DefaultBinary)
+	refused := &BinaryRefusedError{Path: path, Problems: out.Problems}
 	if exe, e := os.Executable(); e == nil && !named && h.Root() == "/" && exe != path {
-		refused = fmt.Errorf("%w (this gpusplit runs from %s; the snippet does not run it from there)", refused, exe)
+		refused.RunsFrom = exe
 	}
 	return out, refused
 }
@@ -253,8 +276,10 @@ func findStorage(h *host.Host, id string) (Storage, bool) {
 // storage of this node that holds snippets and sets hookscript: in the guest's config,
 // keeping a hookscript the guest has as the one the snippet runs after gpusplit hook.
 // Without o.Apply it writes nothing and checks what would stop the write
-// (ErrWouldStop). A nil report comes with an error that stopped it before any change
-// was worked out; a report with an error is what was found and done.
+// (ErrWouldStop, with the reasons in the report's Problems and Refused). A nil report
+// comes with an error that stopped it before any change was worked out, a binary that
+// fails its check included (a *BinaryRefusedError); a report with an error is what was
+// found and done.
 func InstallHook(h *host.Host, kind string, id int, o HookOptions) (*HookReport, error) {
 	return changeHook(h, kind, id, o, true)
 }
@@ -275,7 +300,7 @@ func changeHook(h *host.Host, kind string, id int, o HookOptions, install bool) 
 	rep := newHookReport(kind, id)
 	current, _ := guest.Get("hookscript")
 	var ch hookChange
-	var refused error // a binary install must not let the snippet run
+	var refused *BinaryRefusedError // a binary install must not let the snippet run
 	if install {
 		path := o.Binary
 		if path == "" {
@@ -290,7 +315,7 @@ func changeHook(h *host.Host, kind string, id int, o HookOptions, install bool) 
 			return nil, err
 		}
 		if refused != nil && o.Apply {
-			return nil, fmt.Errorf("%w; nothing was changed", refused)
+			return nil, refused
 		}
 		rep.Chained, rep.MadeFor = ch.chained, ch.madeFor
 		guest.Set("hookscript", ch.vol)
@@ -345,7 +370,7 @@ func changeHook(h *host.Host, kind string, id int, o HookOptions, install bool) 
 	} else {
 		rep.Files, rep.Problems, rep.Applied, werr = WriteGuest(h, o.Command, false, edit)
 		if refused != nil {
-			rep.Problems = append(rep.Problems, refused.Error())
+			rep.Refused = refused
 			werr = ErrWouldStop
 		}
 	}

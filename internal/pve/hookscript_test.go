@@ -211,8 +211,13 @@ func TestHookRefusals(t *testing.T) {
 func TestHookWouldStop(t *testing.T) {
 	root, h := hookHost(t, localSnippets)
 	rep, err := InstallHook(h, QEMU, 131, HookOptions{Binary: "/opt/gpusplit", Command: "test"})
-	if !errors.Is(err, ErrWouldStop) || rep == nil || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "does not exist") {
+	if !errors.Is(err, ErrWouldStop) || rep == nil || len(rep.Problems) != 0 || rep.Refused == nil || rep.Refused.Path != "/opt/gpusplit" || !strings.Contains(rep.Refused.Error(), "does not exist") {
 		t.Fatalf("%v %+v", err, rep)
+	}
+	_, err = InstallHook(h, QEMU, 131, HookOptions{Binary: "/opt/gpusplit", Apply: true, Command: "test"})
+	var refused *BinaryRefusedError
+	if !errors.As(err, &refused) || refused.Path != "/opt/gpusplit" || !strings.HasSuffix(refused.Message(", or else"), "0755 gpusplit "+persist.DefaultBinary+"', or else") {
+		t.Fatalf("apply: %v", err)
 	}
 	putFile(t, root, vm131, "lock: backup\n"+readFile(t, filepath.Join(root, vm131)), 0o640)
 	rep, err = InstallHook(h, QEMU, 131, HookOptions{Apply: true, Command: "test"})
