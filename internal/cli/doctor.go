@@ -3,15 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/doctor"
-	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 // Exit codes of doctor: no finding above info, warnings, errors.
@@ -85,7 +82,7 @@ Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
 					return err
 				}
 			} else {
-				writeReport(g.stdout, h.Root(), report)
+				report.WriteText(g.stdout, h.Root())
 			}
 			switch report.Worst() {
 			case doctor.Error:
@@ -99,54 +96,4 @@ Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
 	cmd.Flags().StringVar(&only, "only", "", "run only these checks (comma-separated ids or groups)")
 	cmd.Flags().StringVar(&kernelLog, "kernel-log", "", "read the kernel log from this file (dmesg, journalctl -k or /dev/kmsg format) instead of the host's")
 	return cmd
-}
-
-func writeReport(w io.Writer, root string, r *doctor.Report) {
-	counts := map[doctor.Severity]int{}
-	for _, f := range r.Findings {
-		counts[f.Severity]++
-	}
-	fmt.Fprintf(w, "%s: %s, %s, %s, %s\n", root, plural.S(len(r.Ran), "check"), plural.S(counts[doctor.Error], "error"), plural.S(counts[doctor.Warning], "warning"), plural.S(counts[doctor.Info], "note"))
-	if len(r.Findings) == 0 {
-		fmt.Fprintln(w, "\nNothing found.")
-	}
-	for _, f := range r.Findings {
-		fmt.Fprintf(w, "\n%s  %s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, f.Title)
-		for _, ev := range f.Evidence {
-			fmt.Fprintf(w, "    %s\n", ev)
-		}
-		for i, line := range wrap(f.Remedy, 92) {
-			if i == 0 {
-				fmt.Fprintf(w, "  fix: %s\n", line)
-			} else {
-				fmt.Fprintf(w, "       %s\n", line)
-			}
-		}
-	}
-	if len(r.Partial) > 0 {
-		fmt.Fprintln(w)
-		for _, id := range slices.Sorted(maps.Keys(r.Partial)) {
-			fmt.Fprintf(w, "partial: %s saw less than it needs: %s\n", id, r.Partial[id])
-		}
-	}
-}
-
-// wrap breaks text into lines of at most width characters at spaces.
-func wrap(text string, width int) []string {
-	var lines []string
-	var cur strings.Builder
-	for _, word := range strings.Fields(text) {
-		if cur.Len() > 0 && cur.Len()+1+len(word) > width {
-			lines = append(lines, cur.String())
-			cur.Reset()
-		}
-		if cur.Len() > 0 {
-			cur.WriteByte(' ')
-		}
-		cur.WriteString(word)
-	}
-	if cur.Len() > 0 {
-		lines = append(lines, cur.String())
-	}
-	return lines
 }
