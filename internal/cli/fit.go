@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/docs"
+	"github.com/gpusplit/gpusplit/internal/doctor"
 	"github.com/gpusplit/gpusplit/internal/fit"
 	"github.com/gpusplit/gpusplit/internal/hfmodel"
 	"github.com/gpusplit/gpusplit/internal/host"
@@ -185,9 +186,9 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 		MemoryFraction: f.fraction, KVBytesPerToken: f.kvPerToken,
 		Context: f.context, Concurrency: f.concurrency, ContextSet: f.contextSet, ConcurrencySet: f.concurrentSet,
 		GPUMemory: memOverride, NoP2P: f.noP2P, Guest: guest, Split: split,
-		P2PChecks: p2pChecks,
+		P2PChecks: doctor.P2PChecks,
 		P2PAgainst: func() ([]string, error) {
-			_, reasons, err := p2pAdvice(h, inv, p2pChecks...)
+			_, reasons, err := doctor.P2PAdvice(h, inv, doctor.P2PChecks...)
 			var titles []string
 			for _, r := range reasons {
 				titles = append(titles, r.Title)

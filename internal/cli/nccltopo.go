@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,15 +18,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/nccl"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
-
-// p2pChecks are the doctor's checks whose findings decide whether NCCL_P2P_DISABLE=1 is
-// advised: corrupted peer DMA under the IOMMU, SEV-SNP's forced translation, and GPUs
-// that a VM cannot reach each other between.
-var p2pChecks = []string{"iommu-page-faults", "sev-snp", "p2p-topology"}
-
-// hostP2PChecks are the host's checks whose findings a VM's manifest carries: what the
-// guest cannot see of peer-to-peer between its GPUs.
-var hostP2PChecks = []string{"iommu-page-faults", "sev-snp", "iommu-translated"}
 
 func newNCCLTopo(g *globals) *cobra.Command {
 	var vmid int
@@ -51,7 +41,7 @@ In a VM NCCL sees every GPU on one host bridge with no NUMA node. Then:
      the devices by their slots and writes the topology with the guest's bus ids and the
      host's NUMA nodes; then run NCCL with NCCL_TOPO_FILE=/etc/nccl-topo.xml.
 
-Both say whether NCCL_P2P_DISABLE=1 is advised, from the doctor's findings (` + strings.Join(p2pChecks, ", ") + `).
+Both say whether NCCL_P2P_DISABLE=1 is advised, from the doctor's findings (` + strings.Join(doctor.P2PChecks, ", ") + `).
 
 Only <cpu> and <pci> elements are written: NCCL trusts a file's <gpu> attributes over its
 own detection. --with-gpus adds <gpu dev= sm=> for tools that want them.
@@ -115,7 +105,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 			case res.guest != nil:
 				// The host's verdict, and faults the guest's own kernel logged.
 				v := res.guest.Verdict()
-				_, faults, err := p2pAdvice(h, inv, "iommu-page-faults")
+				_, faults, err := doctor.P2PAdvice(h, inv, "iommu-page-faults")
 				if err != nil {
 					return err
 				}
@@ -125,7 +115,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 				}
 				res.setVerdict(v)
 			default:
-				res.P2PDisable, res.P2PReasons, err = p2pAdvice(h, inv, p2pChecks...)
+				res.P2PDisable, res.P2PReasons, err = doctor.P2PAdvice(h, inv, doctor.P2PChecks...)
 				if err != nil {
 					return err
 				}
@@ -227,7 +217,7 @@ func (r *ncclResult) print(g *globals, vmid int) error {
 			fmt.Fprintf(msg, "#   %s: %s\n", f.ID, f.Title)
 		}
 	default:
-		fmt.Fprintf(msg, "# NCCL_P2P_DISABLE=1 is not advised: the doctor's %s found nothing against peer-to-peer\n", strings.Join(p2pChecks, ", "))
+		fmt.Fprintf(msg, "# NCCL_P2P_DISABLE=1 is not advised: the doctor's %s found nothing against peer-to-peer\n", strings.Join(doctor.P2PChecks, ", "))
 	}
 	return nil
 }
@@ -264,13 +254,13 @@ func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res 
 }
 
 // hostP2P is the host's evidence on peer-to-peer for a VM's manifest: the warnings and
-// errors of hostP2PChecks, and the pairs of the VM's GPUs in a saved p2p result.
+// errors of doctor.HostP2PChecks, and the pairs of the VM's GPUs in a saved p2p result.
 func hostP2P(h *host.Host, inv *inventory.Inventory, m *vmlayout.Manifest, p2pFile string) (*vmlayout.HostP2P, error) {
-	_, findings, err := p2pAdvice(h, inv, hostP2PChecks...)
+	_, findings, err := doctor.P2PAdvice(h, inv, doctor.HostP2PChecks...)
 	if err != nil {
 		return nil, err
 	}
-	hp := &vmlayout.HostP2P{Checks: hostP2PChecks, Findings: []vmlayout.P2PFinding{}}
+	hp := &vmlayout.HostP2P{Checks: doctor.HostP2PChecks, Findings: []vmlayout.P2PFinding{}}
 	for _, f := range findings {
 		hp.Findings = append(hp.Findings, vmlayout.P2PFinding{ID: f.ID, Severity: f.Severity.String(), Title: f.Title})
 	}
@@ -310,32 +300,6 @@ const maxManifest = 4 << 20
 
 // maxP2PResult caps a saved p2p result: 16 GPUs' pairs with their checks are ~200 KB.
 const maxP2PResult = 8 << 20
-
-// p2pAdvice runs the doctor's peer-to-peer checks: NCCL_P2P_DISABLE=1 is advised when any
-// of them warns or worse.
-func p2pAdvice(h *host.Host, inv *inventory.Inventory, checks ...string) (bool, []doctor.Finding, error) {
-	var log io.Reader
-	r, logErr := h.OpenKernelLog()
-	if logErr == nil {
-		defer r.Close()
-		log = r
-	}
-	env, err := doctor.NewEnv(h, inv, log, logErr)
-	if err != nil {
-		return false, nil, err
-	}
-	report, err := doctor.Run(env, checks)
-	if err != nil {
-		return false, nil, err
-	}
-	reasons := []doctor.Finding{}
-	for _, f := range report.Findings {
-		if f.Severity >= doctor.Warning {
-			reasons = append(reasons, f)
-		}
-	}
-	return len(reasons) > 0, reasons, nil
-}
 
 // checkTopology reads a topology file as NCCL's parser does.
 func checkTopology(g *globals, file string) error {

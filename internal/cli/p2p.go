@@ -131,7 +131,7 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 				opt.Progress = func(s string) { fmt.Fprintf(g.stderr, "  %s\n", s) }
 			}
 			rep, runErr := p2p.Run(d, opt)
-			_, findings, err := p2pAdvice(h, inv, p2pChecks...)
+			_, findings, err := doctor.P2PAdvice(h, inv, doctor.P2PChecks...)
 			if err != nil {
 				return err
 			}
