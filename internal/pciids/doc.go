@@ -10,7 +10,7 @@
 // date; the embedded copy fills in what an old distribution file lacks,
 // such as the newest GPUs.
 //
-// Neither of those two is held in memory whole: a run names a few dozen
+// Neither of those two is parsed whole: a run names a few dozen
 // devices of a file that lists tens of thousands. [Names.Load] looks up all
 // that a scan is about to ask in one pass of a parser that keeps only those
 // names, and a lookup answers from what it kept. A host's file is read
