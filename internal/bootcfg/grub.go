@@ -252,24 +252,12 @@ func (e *evaluator) file(name, src string) {
 	}
 }
 
-// blockName names a compound command by the word that opens it. It is a switch rather
-// than a map so that the package has no initialisation.
-func blockName(kind string) string {
-	switch kind {
-	case "if", "case":
-		return kind
-	case "while":
-		return "while loop"
-	case "until":
-		return "until loop"
-	case "for":
-		return "for loop"
-	case "{":
-		return "{ group"
-	case "(":
-		return "( subshell"
-	}
-	return ""
+// blockName names a compound command by the word that opens it.
+func blockName(kind string) string { return blockNames[kind] }
+
+var blockNames = map[string]string{
+	"if": "if", "case": "case", "while": "while loop", "until": "until loop",
+	"for": "for loop", "{": "{ group", "(": "( subshell",
 }
 
 // bracket follows the subshell parentheses; in a case block they belong to its patterns.

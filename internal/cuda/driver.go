@@ -78,8 +78,8 @@ func (a *api) symbols() map[string]any {
 }
 
 // checkSymbols panics unless the binding and the list the tests check the libraries
-// against name the same symbols. Open runs it, rather than an init function, so that the
-// package has no initialisation at every start of the program.
+// against name the same symbols. Open runs it: a mismatch is a bug of the build, found
+// before any call through the binding.
 func checkSymbols() {
 	var a api
 	m := a.symbols()

@@ -387,24 +387,16 @@ func anglePriority(b []byte) (int, []byte, bool) {
 
 var levelNames = []string{"emerg", "alert", "crit", "err", "warn", "notice", "info", "debug"}
 
-// facilityNames is a slice that isFacility scans, not a map, so that the package has no
-// initialisation.
-var facilityNames = []string{
-	"kern", "user", "mail", "daemon", "auth", "syslog",
-	"lpr", "news", "uucp", "cron", "authpriv", "ftp",
-	"res0", "res1", "res2", "res3",
-	"local0", "local1", "local2", "local3",
-	"local4", "local5", "local6", "local7",
+// facilityNames are syslog's facilities, as dmesg -x prints them.
+var facilityNames = map[string]bool{
+	"kern": true, "user": true, "mail": true, "daemon": true, "auth": true, "syslog": true,
+	"lpr": true, "news": true, "uucp": true, "cron": true, "authpriv": true, "ftp": true,
+	"res0": true, "res1": true, "res2": true, "res3": true,
+	"local0": true, "local1": true, "local2": true, "local3": true,
+	"local4": true, "local5": true, "local6": true, "local7": true,
 }
 
-func isFacility(name []byte) bool {
-	for _, f := range facilityNames {
-		if string(name) == f {
-			return true
-		}
-	}
-	return false
-}
+func isFacility(name []byte) bool { return facilityNames[string(name)] }
 
 // decodedPriority takes dmesg -x's "kern  :info  : ".
 func decodedPriority(b []byte) (int, []byte, bool) {

@@ -23,8 +23,7 @@ type Storage struct {
 
 // snippetType says whether storage of type typ can hold snippets, and the path of one
 // that has no path property: NFS, CIFS and CephFS are mounted at /mnt/pve/<id>
-// (pve-storage's NFSPlugin, CIFSPlugin, CephFSPlugin). It is a switch rather than a map
-// so that the package has no initialisation.
+// (pve-storage's NFSPlugin, CIFSPlugin, CephFSPlugin).
 func snippetType(typ string) (prefix string, ok bool) {
 	switch typ {
 	case "dir", "btrfs":

@@ -33,25 +33,19 @@ const MaxHeaderBytes = 100_000_000
 
 // Bits returns the width in bits of one element of dtype, and whether dtype is known:
 // the widths of safetensors' dtypes (tensor.rs, Dtype::bitsize). F4 and the F6 kinds
-// are MX element types, several to a byte. It is a switch rather than a map so that the
-// package has no initialisation.
+// are MX element types, several to a byte.
 func Bits(dtype string) (int64, bool) {
-	switch dtype {
-	case "BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-		"F8_E4M3FNUZ", "F8_E5M2FNUZ":
-		return 8, true
-	case "F4":
-		return 4, true
-	case "F6_E2M3", "F6_E3M2":
-		return 6, true
-	case "I16", "U16", "F16", "BF16":
-		return 16, true
-	case "I32", "U32", "F32":
-		return 32, true
-	case "I64", "U64", "F64", "C64":
-		return 64, true
-	}
-	return 0, false
+	b, ok := bits[dtype]
+	return b, ok
+}
+
+var bits = map[string]int64{
+	"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+	"F4":      4,
+	"F6_E2M3": 6, "F6_E3M2": 6,
+	"I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+	"I32": 32, "U32": 32, "F32": 32,
+	"I64": 64, "U64": 64, "F64": 64, "C64": 64,
 }
 
 // Tensor is one entry of a header.

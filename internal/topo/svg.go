@@ -17,20 +17,14 @@ const (
 	svgGroupY = 34 // room above the host bridges for the NUMA node's title
 )
 
-// svgFill turns a leaf colour of WriteDOT into an SVG colour. It is a switch rather than
-// a map so that the package has no initialisation.
-func svgFill(colour string) string {
-	switch colour {
-	case "darkolivegreen2":
-		return "#bcee68"
-	case "lightblue":
-		return "#add8e6"
-	case "lightgrey":
-		return "#d3d3d3"
-	case "lightyellow":
-		return "#ffffe0"
-	}
-	return ""
+// svgFill turns a leaf colour of WriteDOT into an SVG colour.
+func svgFill(colour string) string { return svgFills[colour] }
+
+var svgFills = map[string]string{
+	"darkolivegreen2": "#bcee68",
+	"lightblue":       "#add8e6",
+	"lightgrey":       "#d3d3d3",
+	"lightyellow":     "#ffffe0",
 }
 
 // WriteSVG draws the PCIe tree of WriteDOT as a standalone SVG picture, laid out without

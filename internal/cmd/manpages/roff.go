@@ -59,8 +59,7 @@ func topics(root *cobra.Command) []*cobra.Command {
 
 // sectionTopics are the help topics that gpusplit(1) holds whole, as sections; the
 // others it names (exit-status is its EXIT STATUS; split.toml is a file, not prose, and
-// the package installs it as an example). A slice, not a map, so that the program has no
-// initialisation of its own.
+// the package installs it as an example).
 var sectionTopics = []string{"selectors"}
 
 // header is the title line, then no hyphenation and no justification: the pages are full
