@@ -215,12 +215,12 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				for _, m := range p.Moves {
 					back[m.Device] = m.Role == plan.RoleGPU && m.To == "nvidia"
 				}
-				say := func(format string, a ...any) {
+				logf := func(format string, a ...any) {
 					if !g.json() {
 						fmt.Fprintf(g.stdout, format+"\n", a...)
 					}
 				}
-				if err := hook.MakeDeviceNodes(ctx, h, hookServices(), after.inv, back, say); err != nil {
+				if err := hook.MakeDeviceNodes(ctx, h, hookServices(), after.inv, back, logf); err != nil {
 					return undoMove(ctx, g, lock, k, inv, c, res.Journal, err)
 				}
 				if !g.json() {

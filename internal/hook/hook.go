@@ -126,7 +126,7 @@ func Run(ctx context.Context, c Config, vmid int, phase string) (*Report, error)
 	case kind == pve.LXC && phase == PreStart:
 		err = r.ctStart(ctx)
 	default:
-		r.say("nothing to do at %s", phase)
+		r.logf("nothing to do at %s", phase)
 	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("%w\nthe hook's deadline of %s passed (gpusplit hook --deadline, or pve hook install --deadline, sets another)", err, c.Deadline)
@@ -142,10 +142,10 @@ type run struct {
 	report *Report
 }
 
-// say writes one line to Say, which the task log shows, to the report, and to the system
+// logf writes one line to Say, which the task log shows, to the report, and to the system
 // journal, where the phases run from qmeventd (post-stop after a shutdown from inside the
 // guest) are seen.
-func (r *run) say(format string, a ...any) {
+func (r *run) logf(format string, a ...any) {
 	line := fmt.Sprintf("gpusplit hook %d: ", r.vmid) + fmt.Sprintf(format, a...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -190,11 +190,11 @@ func (r *run) options() bind.Options {
 func (r *run) progress(e bind.Event) {
 	switch e.Step {
 	case bind.StepDone:
-		r.say("%s  %s → %s  ok (%.2f s)", e.Device, onText(e.From), toText(e.To), e.Elapsed.Seconds())
+		r.logf("%s  %s → %s  ok (%.2f s)", e.Device, onText(e.From), toText(e.To), e.Elapsed.Seconds())
 	case bind.StepFailed:
-		r.say("%s  %s → %s  FAILED: %v", e.Device, onText(e.From), toText(e.To), e.Err)
+		r.logf("%s  %s → %s  FAILED: %v", e.Device, onText(e.From), toText(e.To), e.Err)
 	case bind.StepRestored:
-		r.say("%s  restored to %s", e.Device, onText(e.To))
+		r.logf("%s  restored to %s", e.Device, onText(e.To))
 	}
 }
 

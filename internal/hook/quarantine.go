@@ -91,7 +91,7 @@ func (r *run) checkBinds(q *quarantine, back map[pci.Address]string) error {
 func (r *run) quarantine(a pci.Address, driver string, base health.Baseline, ev []health.Evidence) error {
 	rec := health.Record{Device: a, GPU: a, Guest: r.vmid, Phase: PostStop, Driver: driver, Time: r.c.Now(), Evidence: ev, Baseline: base}
 	for _, e := range ev {
-		r.say("%s QUARANTINED: %s", a, strings.TrimPrefix(e.Text, a.String()+": "))
+		r.logf("%s QUARANTINED: %s", a, strings.TrimPrefix(e.Text, a.String()+": "))
 	}
 	if err := health.Quarantine(r.c.H, rec); err != nil {
 		return fmt.Errorf("%s is broken, and its quarantine could not be recorded: %w", a, err)

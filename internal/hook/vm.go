@@ -39,7 +39,7 @@ func (r *run) vmStart(ctx context.Context, lock *bind.Lock) error {
 	}
 	gpus := vmGPUs(inv, hostDevices)
 	if len(gpus) == 0 {
-		r.say("passes no GPU gpusplit knows (%d functions): nothing to prepare", len(m.Devices))
+		r.logf("passes no GPU gpusplit knows (%d functions): nothing to prepare", len(m.Devices))
 		return nil
 	}
 	// A GPU a stop found broken stays out of every guest until it is released: a VM
@@ -60,7 +60,7 @@ func (r *run) vmStart(ctx context.Context, lock *bind.Lock) error {
 	}
 	if p.Empty() {
 		for _, mv := range p.InPlace {
-			r.say("%s already on vfio-pci", mv.Device)
+			r.logf("%s already on vfio-pci", mv.Device)
 		}
 		return nil
 	}
@@ -88,7 +88,7 @@ func (r *run) vmStart(ctx context.Context, lock *bind.Lock) error {
 				r.startPersistenced(ctx) // a stop cut short may have stopped it all the same
 				return fmt.Errorf("VM %d start refused: stopping %s: %w", r.vmid, Persistenced, err)
 			}
-			r.say("stopped %s while GPUs leave nvidia", Persistenced)
+			r.logf("stopped %s while GPUs leave nvidia", Persistenced)
 			defer r.startPersistenced(ctx)
 			if inv, err = r.inventory(); err != nil {
 				return err
@@ -146,7 +146,7 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 	h := r.c.H
 	j, err := r.readJournal()
 	if errors.Is(err, fs.ErrNotExist) {
-		r.say("its start moved no device: nothing to give back")
+		r.logf("its start moved no device: nothing to give back")
 		return nil
 	}
 	if err != nil {
@@ -174,7 +174,7 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 	toPool := &plan.Plan{}
 	for _, d := range j.Devices {
 		if vm, ok := reserved[d.Device]; ok && vm != r.vmid {
-			r.say("%s stays on vfio-pci: VM %d holds it now", d.Device, vm)
+			r.logf("%s stays on vfio-pci: VM %d holds it now", d.Device, vm)
 			continue
 		}
 		if mv, ok := ss.poolMove(d.Device); ok {
@@ -195,7 +195,7 @@ func (r *run) vmStop(ctx context.Context, lock *bind.Lock) error {
 	}
 	if len(todo) == 0 && toPool.Empty() {
 		if len(q.gpus) == 0 {
-			r.say("every device of its start is back on its driver")
+			r.logf("every device of its start is back on its driver")
 		}
 		if err := r.followMinors(ctx, ss, j, q, nil); err != nil {
 			return err
@@ -366,8 +366,8 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal,
 			back[d.Device] = true
 		}
 	}
-	if err := MakeDeviceNodes(ctx, r.c.H, r.c.Services, inv, back, r.say); err != nil {
-		r.say("%v", err) // the GPU without its node fails its check below
+	if err := MakeDeviceNodes(ctx, r.c.H, r.c.Services, inv, back, r.logf); err != nil {
+		r.logf("%v", err) // the GPU without its node fails its check below
 	}
 	if err := r.checkBinds(q, given); err != nil {
 		return err
@@ -400,7 +400,7 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal,
 	for a := range q.gpus {
 		for _, ct := range containers[target[a]] {
 			if cts[ct] {
-				r.say("container %d keeps its devN entries: its GPU %s is quarantined", ct, a)
+				r.logf("container %d keeps its devN entries: its GPU %s is quarantined", ct, a)
 			}
 			delete(cts, ct)
 		}
@@ -419,13 +419,13 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal,
 		}
 	}
 	if len(edits) == 0 {
-		r.say("the containers of its GPUs already pass their device nodes")
+		r.logf("the containers of its GPUs already pass their device nodes")
 		return nil
 	}
 	w := &pve.Writer{H: r.c.H, Command: fmt.Sprintf("hook %d post-stop", r.vmid)}
 	res, err := w.Commit(edits)
 	for _, fr := range res {
-		r.say("%s: %s", fr.Path, fr.Outcome)
+		r.logf("%s: %s", fr.Path, fr.Outcome)
 	}
 	if err != nil {
 		return fmt.Errorf("the GPUs are back on nvidia, but the containers' devN entries were not changed: %w; run gpusplit pve sync --apply once it can", err)
@@ -436,14 +436,14 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal,
 // MakeDeviceNodes makes /dev/nvidiaN for each of the GPUs that is on nvidia and lacks
 // it: the driver makes no nodes, and pve-container refuses a devN entry whose node is
 // missing. A node that cannot be made does not stop the others: the error names each.
-func MakeDeviceNodes(ctx context.Context, h *host.Host, svc Services, inv *inventory.Inventory, gpus map[pci.Address]bool, say func(string, ...any)) error {
+func MakeDeviceNodes(ctx context.Context, h *host.Host, svc Services, inv *inventory.Inventory, gpus map[pci.Address]bool, logf func(string, ...any)) error {
 	var errs []error
 	for _, gp := range inv.GPUs {
 		if !gpus[gp.Address] || gp.Driver != "nvidia" {
 			continue
 		}
 		if gp.Minor < 0 {
-			say("%s is on nvidia without a minor number the driver reports: no /dev/nvidiaN made for it", gp.Address)
+			logf("%s is on nvidia without a minor number the driver reports: no /dev/nvidiaN made for it", gp.Address)
 			continue
 		}
 		node := minorText(gp.Minor)
@@ -454,7 +454,7 @@ func MakeDeviceNodes(ctx context.Context, h *host.Host, svc Services, inv *inven
 			errs = append(errs, fmt.Errorf("%s is on nvidia as minor %d, but %s could not be made (%v): run nvidia-modprobe -c %d, or the containers that use it cannot start", gp.Address, gp.Minor, node, err, gp.Minor))
 			continue
 		}
-		say("%s: made %s", gp.Address, node)
+		logf("%s: made %s", gp.Address, node)
 	}
 	return errors.Join(errs...)
 }
@@ -518,7 +518,7 @@ func (r *run) ctStart(ctx context.Context) error {
 			problems = append(problems, fmt.Sprintf("%s (%s): GPU %s is held by running VM %d; stop it first (qm stop %d)", k.Name, path, gp.Address, vm, vm))
 			continue
 		}
-		r.say("%s (%s): GPU %s on nvidia", k.Name, path, gp.Address)
+		r.logf("%s (%s): GPU %s on nvidia", k.Name, path, gp.Address)
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("container %d start refused:\n  %s", r.vmid, strings.Join(problems, "\n  "))
@@ -530,10 +530,10 @@ func (r *run) ctStart(ctx context.Context) error {
 // out, the deadline perhaps past, and the GPUs left on nvidia need it.
 func (r *run) startPersistenced(ctx context.Context) {
 	if err := r.c.Services.Start(context.WithoutCancel(ctx), Persistenced); err != nil {
-		r.say("starting %s again failed: %v; run systemctl start %s", Persistenced, err, Persistenced)
+		r.logf("starting %s again failed: %v; run systemctl start %s", Persistenced, err, Persistenced)
 		return
 	}
-	r.say("started %s again", Persistenced)
+	r.logf("started %s again", Persistenced)
 }
 
 // persistencedInstalled says whether the host has the daemon's unit at all.

@@ -546,7 +546,7 @@ func TestDirCapByPlace(t *testing.T) {
 }
 
 // A directory root is read up to MaxRootBytes and MaxRootEntries in all: past either,
-// every read fails with ErrRootSpent, which says what was spent.
+// every read fails with ErrRootSpent, which says what was budget.
 func TestRootSpent(t *testing.T) {
 	defer func(b, e int64) { maxRootBytes, maxRootEntries = b, e }(maxRootBytes, maxRootEntries)
 	maxRootBytes, maxRootEntries = 10<<10, 24
@@ -576,7 +576,7 @@ func TestRootSpent(t *testing.T) {
 	}
 	// Streams count, and so do reads that would have been refused anyway.
 	if _, err := h.OpenFile("/sys/a/00"); !errors.Is(err, ErrRootSpent) {
-		t.Errorf("OpenFile once spent: %v", err)
+		t.Errorf("OpenFile once budget: %v", err)
 	}
 
 	h, err = Open(root)

@@ -19,22 +19,22 @@ type dirBackend struct {
 	// file systems: they hold no devices, FIFOs or sockets, so a file there is opened
 	// without looking at it first (fstat still checks it).
 	live bool
-	// spent is what has been read of the root so far (MaxRootBytes, MaxRootEntries).
-	spent *spent
+	// budget is what has been read of the root so far (MaxRootBytes, MaxRootEntries).
+	budget *budget
 }
 
 func newDirBackend(dir string) dirBackend {
 	dir = filepath.Clean(dir)
-	return dirBackend{dir: dir, live: dir == "/", spent: &spent{}}
+	return dirBackend{dir: dir, live: dir == "/", budget: &budget{}}
 }
 
-// spent counts what a Host has read of a directory root, for every reader at once.
-type spent struct {
+// budget counts what a Host has read of a directory root, for every reader at once.
+type budget struct {
 	bytes, entries atomic.Int64
 }
 
 // check fails once either count is past its cap.
-func (s *spent) check() error {
+func (s *budget) check() error {
 	if s.bytes.Load() > maxRootBytes {
 		return rootSpent(byteSize(maxRootBytes) + " of files")
 	}
@@ -45,7 +45,7 @@ func (s *spent) check() error {
 }
 
 // read counts n bytes read, and fails when that takes the total past its cap.
-func (s *spent) read(n int) error {
+func (s *budget) read(n int) error {
 	s.bytes.Add(int64(n))
 	return s.check()
 }
@@ -84,12 +84,12 @@ func (d dirBackend) lstat(p string) (entry, error) {
 }
 
 func (d dirBackend) readFile(p string) ([]byte, error) {
-	if err := d.spent.check(); err != nil {
+	if err := d.budget.check(); err != nil {
 		return nil, err
 	}
 	b, err := readRegular(d.abs(p), capOf(p), d.lstatFirst(p))
 	if err == nil {
-		err = d.spent.read(len(b))
+		err = d.budget.read(len(b))
 	}
 	if err != nil {
 		return nil, err
@@ -101,23 +101,23 @@ func (d dirBackend) readFile(p string) ([]byte, error) {
 func (d dirBackend) readLeaf(p string) ([]byte, error) { return d.readFile(p) }
 
 func (d dirBackend) open(p string) (io.ReadCloser, error) {
-	if err := d.spent.check(); err != nil {
+	if err := d.budget.check(); err != nil {
 		return nil, err
 	}
 	r, err := openRegular(d.abs(p), capOf(p), d.lstatFirst(p))
 	if err != nil {
 		return nil, err
 	}
-	return &spentReader{ReadCloser: r, s: d.spent}, nil
+	return &budgetReader{ReadCloser: r, s: d.budget}, nil
 }
 
-// spentReader counts what is read of a stream as read of the root.
-type spentReader struct {
+// budgetReader counts what is read of a stream as read of the root.
+type budgetReader struct {
 	io.ReadCloser
-	s *spent
+	s *budget
 }
 
-func (r *spentReader) Read(p []byte) (int, error) {
+func (r *budgetReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	if err2 := r.s.read(n); err2 != nil && err == nil {
 		return 0, err2
@@ -126,7 +126,7 @@ func (r *spentReader) Read(p []byte) (int, error) {
 }
 
 func (d dirBackend) readDir(p string) ([]string, error) {
-	if err := d.spent.check(); err != nil {
+	if err := d.budget.check(); err != nil {
 		return nil, err
 	}
 	f, err := openDir(d.abs(p))
@@ -142,8 +142,8 @@ func (d dirBackend) readDir(p string) ([]string, error) {
 		if len(names) > limit {
 			return nil, tooManyEntries(limit)
 		}
-		d.spent.entries.Add(int64(len(batch)))
-		if err := d.spent.check(); err != nil {
+		d.budget.entries.Add(int64(len(batch)))
+		if err := d.budget.check(); err != nil {
 			return nil, err
 		}
 		if err == io.EOF {
@@ -181,12 +181,12 @@ func (d dirBackend) readListed(p string) ([]byte, error) {
 	if !strings.HasPrefix(p, "/sys/") {
 		return d.readFile(p)
 	}
-	if err := d.spent.check(); err != nil {
+	if err := d.budget.check(); err != nil {
 		return nil, err
 	}
 	b, err := readShort(d.abs(p), capOf(p))
 	if err == nil {
-		err = d.spent.read(len(b))
+		err = d.budget.read(len(b))
 	}
 	if err != nil {
 		return nil, err
@@ -195,16 +195,16 @@ func (d dirBackend) readListed(p string) ([]byte, error) {
 }
 
 func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
-	if err := d.spent.check(); err != nil {
+	if err := d.budget.check(); err != nil {
 		return nil, nil, err
 	}
 	// A directory of /sys stays open for its files and links to be read through it,
 	// one of /proc for its links (a process's fd).
 	keep := strings.HasPrefix(p, "/sys/") || strings.HasPrefix(p, "/proc/")
 	ents, fd, err := listDir(d.abs(p), dirCap(p), keep)
-	d.spent.entries.Add(int64(len(ents)))
+	d.budget.entries.Add(int64(len(ents)))
 	if err == nil {
-		err = d.spent.check()
+		err = d.budget.check()
 	}
 	if err != nil {
 		if fd >= 0 {
@@ -215,13 +215,13 @@ func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 	if fd < 0 {
 		return ents, nil, nil
 	}
-	return ents, &sysDir{fd: fd, spent: d.spent, sys: strings.HasPrefix(p, "/sys/"), cap: capOf(p)}, nil
+	return ents, &sysDir{fd: fd, budget: d.budget, sys: strings.HasPrefix(p, "/sys/"), cap: capOf(p)}, nil
 }
 
 // sysDir is a listed directory of /sys or /proc, open.
 type sysDir struct {
 	fd    int
-	spent *spent
+	budget *budget
 	sys   bool    // of /sys
 	cap   fileCap // of the files in it
 }
@@ -231,12 +231,12 @@ func (s *sysDir) readShort(name string) ([]byte, error) {
 		// A short read of a /proc file is not the whole of it: read by its path.
 		return nil, errors.ErrUnsupported
 	}
-	if err := s.spent.check(); err != nil {
+	if err := s.budget.check(); err != nil {
 		return nil, err
 	}
 	b, err := readShortAt(s.fd, name, s.cap)
 	if err == nil {
-		err = s.spent.read(len(b))
+		err = s.budget.read(len(b))
 	}
 	if err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ const (
 	// directories are refused having cost about 60 MB.
 	MaxArchiveEntries = 1 << 18
 	// MaxArchiveStream caps the unpacked tar stream, headers included, which bounds
-	// the time spent unpacking (about a second per GiB).
+	// the time budget unpacking (about a second per GiB).
 	MaxArchiveStream = 1 << 30
 	// MaxPathBytes and MaxNameBytes cap a name in an archive as Linux caps a path
 	// (PATH_MAX) and a file name (NAME_MAX), which bounds how deep an archive nests.

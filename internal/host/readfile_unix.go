@@ -44,7 +44,7 @@ func readFD(fd int, c fileCap, short bool) ([]byte, error) {
 	var page [4096]byte
 	n := 0
 	for n < len(page) {
-		k, end, err := readRoom(fd, page[n:], n, c, short)
+		k, end, err := readOnce(fd, page[n:], n, c, short)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +58,7 @@ func readFD(fd int, c fileCap, short bool) ([]byte, error) {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		k, end, err := readRoom(fd, buf[len(buf):cap(buf)], len(buf), c, short)
+		k, end, err := readOnce(fd, buf[len(buf):cap(buf)], len(buf), c, short)
 		if err != nil {
 			return nil, err
 		}
@@ -68,11 +68,11 @@ func readFD(fd int, c fileCap, short bool) ([]byte, error) {
 	}
 }
 
-// readRoom reads once into room, after read bytes of the file, and says whether that was
+// readOnce reads once into room, after read bytes of the file, and says whether that was
 // the end (readFD). It asks for at most one byte past the cap, to see a file over it,
 // and fails on that byte: a file that grew since fstat, or a /proc file (which claims a
 // size of 0).
-func readRoom(fd int, room []byte, read int, c fileCap, short bool) (k int, end bool, err error) {
+func readOnce(fd int, room []byte, read int, c fileCap, short bool) (k int, end bool, err error) {
 	if rest := c.max + 1 - int64(read); int64(len(room)) > rest {
 		room = room[:rest]
 	}

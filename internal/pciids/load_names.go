@@ -103,16 +103,16 @@ func (db *DB) load(w *wanted) {
 	// A file that fails to read part-way answers with what was read before: the names
 	// it did not reach are none, and the next DB of a chain gives them.
 	_ = p.read(r)
-	answer(db.vendors, p.db.vendors, w.vendors)
-	answer(db.devices, p.db.devices, w.devices)
-	answer(db.subsystems, p.db.subsystems, w.subsystems)
-	answer(db.classes, p.db.classes, w.classes)
-	answer(db.subclasses, p.db.subclasses, w.subclasses)
-	answer(db.progIfs, p.db.progIfs, w.progIfs)
+	fillWanted(db.vendors, p.db.vendors, w.vendors)
+	fillWanted(db.devices, p.db.devices, w.devices)
+	fillWanted(db.subsystems, p.db.subsystems, w.subsystems)
+	fillWanted(db.classes, p.db.classes, w.classes)
+	fillWanted(db.subclasses, p.db.subclasses, w.subclasses)
+	fillWanted(db.progIfs, p.db.progIfs, w.progIfs)
 }
 
-// answer keeps in m what found gives each wanted id.
-func answer[K comparable](m, found map[K]string, wanted map[K]bool) {
+// fillWanted keeps in m what found gives each wanted id.
+func fillWanted[K comparable](m, found map[K]string, wanted map[K]bool) {
 	for k := range wanted {
 		m[k] = found[k]
 	}

@@ -165,7 +165,7 @@ func (p *parser) line(line []byte) {
 			p.sec, p.class = inClass, uint8(c)
 			p.in = w == nil || w.classBlocks[p.class]
 			if w == nil || w.classes[p.class] {
-				keep(p.db.classes, p.class, name)
+				putFirst(p.db.classes, p.class, name)
 			}
 			return
 		}
@@ -179,7 +179,7 @@ func (p *parser) line(line []byte) {
 			p.devices = w.deviceLines[p.vendor]
 		}
 		if w == nil || w.vendors[p.vendor] {
-			keep(p.db.vendors, p.vendor, name)
+			putFirst(p.db.vendors, p.vendor, name)
 		}
 	case 1:
 		switch p.sec {
@@ -189,7 +189,7 @@ func (p *parser) line(line []byte) {
 			key := uint32(p.vendor)<<16 | uint32(p.device)
 			p.deep = ok && (w == nil || w.subsystemsOf[key])
 			if ok && (w == nil || w.devices[key]) {
-				keep(p.db.devices, key, name)
+				putFirst(p.db.devices, key, name)
 			}
 		case inClass:
 			sc, name, ok := idName(s, 2)
@@ -199,7 +199,7 @@ func (p *parser) line(line []byte) {
 			// when it is.
 			p.deep = ok && (w == nil || w.subclasses[key])
 			if p.deep {
-				keep(p.db.subclasses, key, name)
+				putFirst(p.db.subclasses, key, name)
 			}
 		}
 	case 2:
@@ -208,22 +208,22 @@ func (p *parser) line(line []byte) {
 			sv, sd, name, ok := subsystemName(s)
 			key := uint64(p.vendor)<<48 | uint64(p.device)<<32 | uint64(sv)<<16 | uint64(sd)
 			if ok && (w == nil || w.subsystems[key]) {
-				keep(p.db.subsystems, key, name)
+				putFirst(p.db.subsystems, key, name)
 			}
 		case p.sec == inClass && p.haveSub:
 			pi, name, ok := idName(s, 2)
 			key := uint32(p.class)<<16 | uint32(p.subclass)<<8 | pi
 			if ok && (w == nil || w.progIfs[key]) {
-				keep(p.db.progIfs, key, name)
+				putFirst(p.db.progIfs, key, name)
 			}
 		}
 	}
 	// Deeper lines have no meaning in pci.ids and are skipped.
 }
 
-// keep sets m[k] to a copy of name unless k is already there: the first name of an id
+// putFirst sets m[k] to a copy of name unless k is already there: the first name of an id
 // wins.
-func keep[K comparable](m map[K]string, k K, name []byte) {
+func putFirst[K comparable](m map[K]string, k K, name []byte) {
 	if _, dup := m[k]; !dup {
 		m[k] = string(name)
 	}
@@ -398,7 +398,7 @@ func (db *DB) classLevel(class uint32, l level) (string, bool) {
 // host's own pci.ids followed by a fallback, see [Default].
 type Names []*DB
 
-// first returns the answer of the first DB for which look succeeds.
+// first returns the fillWanted of the first DB for which look succeeds.
 func (n Names) first(look func(*DB) (string, bool)) string {
 	for _, db := range n {
 		if db == nil {

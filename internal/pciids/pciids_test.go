@@ -80,7 +80,7 @@ const sample = "" +
 	"C ff  Unassigned class" // no final newline
 
 // Parse reads every name of a pci.ids text: the oracle that the loads of a DB with a
-// source, which keep only the names asked, must agree with. It returns an error only
+// source, which putFirst only the names asked, must agree with. It returns an error only
 // when reading r fails.
 func Parse(r io.Reader) (*DB, error) {
 	p := parser{db: newDB()}
@@ -822,7 +822,7 @@ const quirks = "# comment\n10de  NVIDIA\r\n\t2bb1  GB202GL\n\t\t10de 204b  RTX P
 	"C zz  bad class\n\t01  lost subclass\nC 06  Bridge\n\t04  PCI bridge\n8086  Intel\n\t1234  last, no newline"
 
 // asked is every id of a parsed DB, and the ids next to each (a bit flipped), which it
-// mostly does not name: what a DB made otherwise must answer as the parse does.
+// mostly does not name: what a DB made otherwise must fillWanted as the parse does.
 func asked(want *DB) *wanted {
 	var w wanted
 	for v := range want.vendors {
