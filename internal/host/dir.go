@@ -220,10 +220,10 @@ func (d dirBackend) listKinds(p string) ([]DirEntry, dirHandle, error) {
 
 // sysDir is a listed directory of /sys or /proc, open.
 type sysDir struct {
-	fd    int
+	fd     int
 	budget *budget
-	sys   bool    // of /sys
-	cap   fileCap // of the files in it
+	sys    bool    // of /sys
+	cap    fileCap // of the files in it
 }
 
 func (s *sysDir) readShort(name string) ([]byte, error) {

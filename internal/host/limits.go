@@ -131,9 +131,6 @@ func capOf(p string) fileCap {
 	return fileCap{MaxFileBytes, "a configuration file"}
 }
 
-// FileCap returns the most bytes a Host reads of the file at p.
-func FileCap(p string) int64 { return capOf(p).max }
-
 // ErrTooLarge is what a *TooLargeError is, for errors.Is.
 var ErrTooLarge error = &errconst.Error{Text: "file over its size cap"}
 

@@ -23,7 +23,9 @@ import (
 //	  for a Link, uvarint: target length, target
 const packMagic = "gpusplit pack 1\n"
 
-// Pack writes the snapshot archive that h was opened from as a pack.
+// Pack writes the snapshot archive that h was opened from as a pack. Only
+// samplehost's TestArchiveIsCurrent uses it: it checks the embedded pack, and with
+// -update (go generate ./internal/samplehost) writes it.
 func Pack(h *Host) ([]byte, error) {
 	a, ok := h.fs.(*archiveBackend)
 	if !ok {

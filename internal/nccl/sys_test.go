@@ -305,3 +305,13 @@ func TestTooManyNodes(t *testing.T) {
 		t.Errorf("%d GPUs: err = %v", len(all), err)
 	}
 }
+
+// Delete removes an attribute.
+func (n *Node) Delete(key string) {
+	for i, a := range n.Attrs {
+		if a.Key == key {
+			n.Attrs = append(n.Attrs[:i], n.Attrs[i+1:]...)
+			return
+		}
+	}
+}

@@ -9,7 +9,6 @@ package nccl
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 )
@@ -70,16 +69,6 @@ func (n *Node) Set(key, value string) {
 	n.Attrs = append(n.Attrs, Attr{key, value})
 }
 
-// Delete removes an attribute.
-func (n *Node) Delete(key string) {
-	for i, a := range n.Attrs {
-		if a.Key == key {
-			n.Attrs = append(n.Attrs[:i], n.Attrs[i+1:]...)
-			return
-		}
-	}
-}
-
 // Walk calls fn for n and every element below it, parents first.
 func (n *Node) Walk(fn func(*Node)) {
 	fn(n)
@@ -95,16 +84,8 @@ func (n *Node) Count() int {
 	return c
 }
 
-// Write writes the tree as NCCL dumps it: two spaces of indent per level, attributes in
-// order as key="value", an element without children closed with "/>", no XML prolog.
-func Write(w io.Writer, n *Node) error {
-	var b bytes.Buffer
-	write(&b, n, 0)
-	_, err := w.Write(b.Bytes())
-	return err
-}
-
-// Marshal returns the tree as Write writes it.
+// Marshal returns the tree as NCCL dumps it: two spaces of indent per level, attributes
+// in order as key="value", an element without children closed with "/>", no XML prolog.
 func Marshal(n *Node) []byte {
 	var b bytes.Buffer
 	write(&b, n, 0)
@@ -144,8 +125,7 @@ func (e *ParseError) Error() string {
 
 // children lists the elements NCCL's topology parser loads under each element
 // (src/graph/xml.cc, the ncclTopoXmlLoad* handlers); anything else it skips with
-// "Ignoring element". The package's tables are slices that a loop scans, not maps, so
-// that it has no initialisation to run at every start of the program.
+// "Ignoring element".
 var children = []struct {
 	name    string
 	allowed []string

@@ -308,7 +308,8 @@ func (db *DB) Device(vendor, device uint16) (string, bool) {
 }
 
 // Subsystem returns the name of a subsystem (subVendor:subDevice) of a
-// vendor's device.
+// vendor's device. No command shows one; TestParseSample and TestNamesChain
+// check the parser's subsystem lines with it.
 func (db *DB) Subsystem(vendor, device, subVendor, subDevice uint16) (string, bool) {
 	if db == nil {
 		return "", false
@@ -342,7 +343,8 @@ func look[K comparable](db *DB, m *map[K]string, k K, add func(*wanted)) (string
 // controller" (prog-if 00 of "VGA compatible controller"), 0x060400 is
 // "Normal decode" (prog-if 00 of "PCI bridge") and 0x040300 is "HDA
 // compatible" (prog-if 00 of "Audio device"); use [DB.Subclass] for the
-// name lspci prints. A class above 0xFFFFFF is unknown.
+// name lspci prints. A class above 0xFFFFFF is unknown. Commands show the
+// subclass's name (Names.Subclass); the tests check every level with this.
 func (db *DB) Class(class uint32) (string, bool) {
 	for _, l := range classLevels {
 		if name, ok := db.classLevel(class, l); ok {
@@ -421,7 +423,8 @@ func (n Names) Device(vendor, device uint16) string {
 	return n.first(func(db *DB) (string, bool) { return db.Device(vendor, device) })
 }
 
-// Subsystem returns the subsystem's name, or "" when no DB knows it.
+// Subsystem returns the subsystem's name, or "" when no DB knows it. Only the
+// tests of a chain use it, as they use Names.Class.
 func (n Names) Subsystem(vendor, device, subVendor, subDevice uint16) string {
 	return n.first(func(db *DB) (string, bool) { return db.Subsystem(vendor, device, subVendor, subDevice) })
 }
