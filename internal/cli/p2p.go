@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -15,10 +13,8 @@ import (
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/cuda"
 	"github.com/gpusplit/gpusplit/internal/doctor"
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/nccl"
 	"github.com/gpusplit/gpusplit/internal/p2p"
-	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 
@@ -75,11 +71,11 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 				return errors.New("p2p copies between this machine's GPUs through CUDA; --root and --demo name another machine")
 			}
 			opt := p2p.Options{Passes: passes, Runs: runs, IntegrityOnly: integrityOnly}
-			if opt.Sizes, err = parseSizes(sizes); err != nil {
+			if opt.Sizes, err = p2p.ParseSizes(sizes); err != nil {
 				return fmt.Errorf("--sizes: %w", err)
 			}
 			if size != "" {
-				s, err := parseSizes(size)
+				s, err := p2p.ParseSizes(size)
 				if err != nil || len(s) != 1 {
 					return fmt.Errorf("--size %q: one size, such as 256M", size)
 				}
@@ -112,21 +108,7 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 					opt.Only = append(opt.Only, nccl.BusID(gp.Address))
 				}
 			}
-			numa := topo.NUMANodes(h)
-			opt.Relation = func(a, b string) string {
-				da, db := lookup(inv, a), lookup(inv, b)
-				if da == nil || db == nil {
-					return ""
-				}
-				return string(topo.Relate(da, db, numa))
-			}
-			opt.LinkGBps = func(a string) float64 {
-				if d := lookup(inv, a); d != nil {
-					speed, width := nccl.Link(inv.Tree, d)
-					return linkGBps(speed, width)
-				}
-				return 0
-			}
+			opt.OnHost(inv, topo.NUMANodes(h))
 			if !g.json() {
 				opt.Progress = func(s string) { fmt.Fprintf(g.stderr, "  %s\n", s) }
 			}
@@ -194,54 +176,6 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// lookup finds a GPU of the inventory by the address CUDA gives.
-func lookup(inv *inventory.Inventory, addr string) *pci.Device {
-	a, err := pci.ParseAddress(addr)
-	if err != nil {
-		return nil
-	}
-	return inv.Tree.Lookup(a)
-}
-
-// linkGBps is a PCIe link's one-way rate in GB/s, from its sysfs speed and width.
-func linkGBps(speed string, width int) float64 {
-	gts, gen, err := pci.ParseLinkSpeed(speed)
-	if err != nil {
-		return 0
-	}
-	return p2p.LinkGBps(gts, gen, width)
-}
-
-// parseSizes reads "4K,1M,256M" (K, M, G in powers of two; plain numbers are bytes).
-func parseSizes(s string) ([]int64, error) {
-	var out []int64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		mult := int64(1)
-		switch strings.ToUpper(f[len(f)-1:]) {
-		case "K":
-			mult = 1 << 10
-		case "M":
-			mult = 1 << 20
-		case "G":
-			mult = 1 << 30
-		}
-		num := f
-		if mult > 1 {
-			num = f[:len(f)-1]
-		}
-		n, err := strconv.ParseInt(num, 10, 64)
-		if err != nil || n <= 0 || n > (4<<30)/mult {
-			return nil, fmt.Errorf("%q is not a size from 1 byte to 4G (4K, 1M, 256M)", f)
-		}
-		out = append(out, n*mult)
-	}
-	return out, nil
 }
 
 // handOff runs p2p in gpusplit-cuda, found beside this binary or on the PATH, in place of
