@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -152,103 +149,40 @@ in a file.`,
 // goes with its mode.
 const archiveMode = 0o600
 
-// checkWritable says whether file can be written as the snapshot will be: a new file
-// made beside it, renamed over it. It makes (and removes) that file, which tells what
-// permissions, ACLs, a read-only mount or a full disk allow; and names what is in the
-// way and why: the directory, one above it that may not be entered, a directory where
-// the file should be, or another user's file in a sticky directory (/tmp), which only
-// its owner may replace.
+// checkWritable says, before the capture, whether the snapshot can be written as
+// --file: atomicfile.CheckWritable's obstacle, and the way past it.
 func checkWritable(file string) error {
-	dir := filepath.Dir(file)
-	if fi, err := os.Lstat(file); err == nil {
-		if fi.IsDir() {
-			return fmt.Errorf("cannot write %s: it is a directory; name a file in it, e.g. --file %s", absPath(file), filepath.Join(file, "snapshot.tar.gz"))
+	if err := atomicfile.CheckWritable(file); err != nil {
+		var we *atomicfile.WriteError
+		if errors.As(err, &we) {
+			return archiveAdvice(file, we)
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() != 0 && st.Uid != uint32(os.Geteuid()) {
-			if di, err := os.Stat(dir); err == nil && di.Mode()&os.ModeSticky != 0 {
-				if ds, ok := di.Sys().(*syscall.Stat_t); ok && ds.Uid != uint32(os.Geteuid()) {
-					return fmt.Errorf("cannot write %s: it belongs to uid %d, and in %s, a sticky directory, only its owner may replace it; remove it as its owner, or choose another --file",
-						absPath(file), st.Uid, absPath(dir))
-				}
-			}
-		}
+		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp*")
-	if err != nil {
-		return archiveWriteError(file, err)
-	}
-	name := f.Name()
-	f.Close()
-	os.Remove(name)
 	return nil
 }
 
 // archiveWriteError explains why the snapshot file cannot be written, naming the file and
 // what is in the way, not the temporary file the error came from.
 func archiveWriteError(file string, err error) error {
-	dir := absPath(filepath.Dir(file))
-	cause := err
-	var pe *os.PathError
-	var le *os.LinkError
-	if errors.As(err, &pe) {
-		cause = pe.Err
-	} else if errors.As(err, &le) {
-		cause = le.Err
-	}
-	var why, remedy string
-	switch {
-	case errors.Is(cause, fs.ErrPermission):
-		why = fmt.Sprintf("directory %s%s is not writable by uid %d", dir, ownerMode(dir), os.Geteuid())
-		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrPermission) {
-			// The directory cannot even be looked at: one above it may not be entered,
-			// the deepest one this user can see.
-			closed := filepath.Dir(dir)
-			for closed != filepath.Dir(closed) {
-				if _, err := os.Stat(closed); err == nil {
-					break
-				}
-				closed = filepath.Dir(closed)
-			}
-			why = fmt.Sprintf("directory %s%s may not be entered by uid %d, so %s cannot be reached", closed, ownerMode(closed), os.Geteuid(), dir)
-		}
-		remedy = "run as root or choose --file in a directory you can write"
-	case errors.Is(cause, syscall.EROFS):
-		why = fmt.Sprintf("directory %s is on a read-only file system", dir)
-		remedy = "choose --file on a writable file system"
-	case errors.Is(cause, fs.ErrNotExist):
-		why = fmt.Sprintf("directory %s does not exist", dir)
-		remedy = "create it, or choose --file in a directory that exists"
-	case errors.Is(cause, syscall.ENOTDIR):
-		why = fmt.Sprintf("%s, or a directory above it, is not a directory", dir)
-		remedy = "choose --file in a directory"
-	case errors.Is(cause, syscall.ENOSPC), errors.Is(cause, syscall.EDQUOT):
-		why = fmt.Sprintf("the file system of %s is full", dir)
-		remedy = "free some room, or choose --file on another file system"
-	default:
-		return fmt.Errorf("cannot write %s: %w", absPath(file), err)
-	}
-	return fmt.Errorf("cannot write %s: %s (%v); %s", absPath(file), why, cause, remedy)
+	return archiveAdvice(file, atomicfile.Explain(file, err))
 }
 
-// ownerMode is " (owner uid 0, mode 0755)" for a directory, "" where it cannot be seen.
-func ownerMode(dir string) string {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return ""
+// archiveAdvice adds to a WriteError the way past it, with --file.
+func archiveAdvice(file string, we *atomicfile.WriteError) error {
+	remedy := map[atomicfile.Obstacle]string{
+		atomicfile.IsDir:        "name a file in it, e.g. --file " + filepath.Join(file, "snapshot.tar.gz"),
+		atomicfile.StickyOwner:  "remove it as its owner, or choose another --file",
+		atomicfile.NoPermission: "run as root or choose --file in a directory you can write",
+		atomicfile.ReadOnly:     "choose --file on a writable file system",
+		atomicfile.NoDir:        "create it, or choose --file in a directory that exists",
+		atomicfile.NotDir:       "choose --file in a directory",
+		atomicfile.Full:         "free some room, or choose --file on another file system",
+	}[we.Obstacle]
+	if remedy == "" {
+		return we
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf(" (owner uid %d, mode %04o)", st.Uid, fi.Mode().Perm())
-}
-
-// absPath is p made absolute, for messages; p where that fails.
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
+	return fmt.Errorf("%w; %s", we, remedy)
 }
 
 // writeRedactions says, file by file, which keys' lines were left out and which values
