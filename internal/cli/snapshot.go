@@ -4,18 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/snapshot"
 )
@@ -109,33 +104,14 @@ in a file.`,
 			} else if err := atomicfile.Write(file, buf.Bytes(), archiveMode); err != nil {
 				return archiveWriteError(file, err)
 			}
+			rep := snapshot.NewReport(file, sum)
 			var werr error
 			if g.json() {
-				for _, l := range []*[]string{&sum.Unreadable, &sum.FilesLeftOut} {
-					if *l == nil {
-						*l = []string{}
-					}
-				}
-				if sum.Redacted == nil {
-					sum.Redacted = []snapshot.Redaction{}
-				}
-				werr = g.writeJSON(struct {
-					Archive string `json:"archive"`
-					*snapshot.Summary
-				}{file, sum})
+				werr = g.writeJSON(rep)
 			} else {
-				fmt.Fprintf(g.stderr, "captured %s: %d files, %d links, %d directories, %s of contents, %s compressed, into %s\n",
-					sum.Root, sum.Files, sum.Links, sum.Directories, byteSize(sum.Bytes), byteSize(sum.ArchiveBytes), file)
-				writeRedactions(g.stderr, sum)
+				rep.WriteText(g.stderr)
 			}
-			if len(sum.Unreadable) > 0 {
-				fmt.Fprintf(g.stderr, "warning: %s could not be read (run as root to capture them): %s\n",
-					plural.N(len(sum.Unreadable), "file", "files"), strings.Join(first(sum.Unreadable, 5), ", "))
-			}
-			if len(sum.Refused) > 0 {
-				fmt.Fprintf(g.stderr, "warning: %s left out for what they are: %s\n",
-					plural.N(len(sum.Refused), "file", "files"), strings.Join(first(sum.Refused, 5), "; "))
-			}
+			rep.WriteWarnings(g.stderr)
 			return werr
 		},
 	}
@@ -183,55 +159,4 @@ func archiveAdvice(file string, we *atomicfile.WriteError) error {
 		return we
 	}
 	return fmt.Errorf("%w; %s", we, remedy)
-}
-
-// writeRedactions says, file by file, which keys' lines were left out and which values
-// were replaced, with their numbers: what the archive lacks, without saying what it was.
-func writeRedactions(w io.Writer, sum *snapshot.Summary) {
-	if len(sum.Redacted) > 0 {
-		fmt.Fprintf(w, "left out of %d captured files (keys and counts; the values are nowhere in the archive):\n", len(sum.Redacted))
-	}
-	for _, r := range sum.Redacted {
-		var parts []string
-		if len(r.Replaced) > 0 {
-			parts = append(parts, "replaced: "+countedKeys(r.Replaced))
-		}
-		if len(r.LeftOut) > 0 {
-			parts = append(parts, "left out: "+countedKeys(r.LeftOut))
-		}
-		fmt.Fprintf(w, "  %s: %s\n", r.File, strings.Join(parts, "; "))
-	}
-	if len(sum.FilesLeftOut) > 0 {
-		fmt.Fprintf(w, "not captured, as gpusplit does not read them: %s\n", strings.Join(sum.FilesLeftOut, ", "))
-	}
-}
-
-// countedKeys is "args ×2, description, net0": the keys in order, with their counts above one.
-func countedKeys(m map[string]int) string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if m[k] > 1 {
-			out = append(out, fmt.Sprintf("%s ×%d", k, m[k]))
-		} else {
-			out = append(out, k)
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n >= 10<<20:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 10<<10:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
-
-func first(s []string, n int) []string {
-	if len(s) > n {
-		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
-	}
-	return s
 }
