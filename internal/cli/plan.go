@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/fit"
+	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
@@ -77,8 +78,8 @@ func writePlan(w io.Writer, root string, p *plan.Plan) error {
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "IOMMU\tDEVICE\tROLE\tNAME\tNUMA\tFROM\tTO\tHELD BY")
 	for _, m := range p.Moves {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", group(m.IOMMUGroup), m.Device, m.Role, shortName(m.Name),
-			m.NUMANode, orNone(m.From), toText(m.To), heldBy(m.Holders))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", group(m.IOMMUGroup), m.Device, m.Role, inventory.ShortName(m.Name),
+			m.NUMANode, orNone(m.From), toText(m.To), inventory.HeldBy(m.Holders))
 	}
 	tw.Flush()
 	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
@@ -105,14 +106,6 @@ func heldText(p *plan.Plan) string {
 		return ""
 	}
 	return "apply will refuse until these let go of the devices:\n" + strings.Join(lines, "\n") + "\n"
-}
-
-// shortName is the marketing name of a GPU, or the device name.
-func shortName(name string) string {
-	if m := chipPrefix.Get().FindStringSubmatch(name); m != nil {
-		return m[1]
-	}
-	return name
 }
 
 func toText(to string) string {

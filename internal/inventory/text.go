@@ -1,0 +1,240 @@
+package inventory
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpusplit/gpusplit/internal/holders"
+	"github.com/gpusplit/gpusplit/internal/lazyre"
+	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/plural"
+	"github.com/gpusplit/gpusplit/internal/topo"
+)
+
+// WriteTable prints the GPUs for a person, one row each and one per function, numa being
+// the host's NUMA nodes (topo.NUMANodes).
+func (inv *Inventory) WriteTable(w io.Writer, numa int) error {
+	fmt.Fprintf(w, "%s: %s, %s\n\n", inv.Root, plural.S(len(inv.GPUs), "GPU"), plural.S(numa, "NUMA node"))
+	if len(inv.GPUs) == 0 {
+		fmt.Fprintln(w, "No GPUs found. Use --devices to choose which devices count as GPUs.")
+		return nil
+	}
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tADDRESS\tMODEL\tDRIVER\tDEV\tNUMA\tGROUP\tLINK\tHOST BRIDGE\tROOT PORT\tLARGEST BAR\tHELD BY")
+	for i, gp := range inv.GPUs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			i, gp.Address, Model(gp.Device), orNone(gp.Driver), devNode(gp), topo.NUMAAffinity(gp.NUMANode),
+			group(gp.IOMMUGroup), orDash(gp.Link.String()), gp.HostBridge, rootPort(gp.Device), largestBAR(gp.BARs), HeldBy(gp.Holders))
+		for _, f := range gp.Functions {
+			// Every row has every cell, so that tabwriter keeps the columns aligned.
+			held := ""
+			if hs := inv.HoldersOf(f.Address); len(hs) > 0 {
+				held = HeldBy(hs)
+			}
+			fmt.Fprintf(tw, "\t└ %s\t%s\t%s\t\t\t%s\t\t\t\t\t%s\n", f.Address, Model(f), orNone(f.Driver), group(f.IOMMUGroup), held)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n"))); err != nil {
+			return err
+		}
+	}
+	for _, note := range groupNotes(inv) {
+		fmt.Fprintln(w, note)
+	}
+	return nil
+}
+
+// WriteLong prints one block per GPU with every detail: BARs, ids, group members.
+func (inv *Inventory) WriteLong(w io.Writer, numa int) error {
+	fmt.Fprintf(w, "%s: %s, %s\n", inv.Root, plural.S(len(inv.GPUs), "GPU"), plural.S(numa, "NUMA node"))
+	for i, gp := range inv.GPUs {
+		fmt.Fprintf(w, "\nGPU%d  %s  %s [%s] (subsystem %s, rev %02x)\n", i, gp.Address, gp.Name(), gp.ID(), gp.SubsystemID(), gp.Revision)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		line := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+		drv := orNone(gp.Driver)
+		if len(gp.Nodes) > 0 {
+			drv += " (" + strings.Join(gp.Nodes, ", ") + ")"
+		}
+		if gp.DriverOverride != "" {
+			drv += ", driver_override " + gp.DriverOverride
+		}
+		line("driver", drv)
+		line("numa", fmt.Sprintf("node %s, CPUs %s", topo.NUMAAffinity(gp.NUMANode), orDash(gp.LocalCPUs.String())))
+		var members []string
+		for _, m := range inv.Tree.Group(gp.IOMMUGroup) {
+			members = append(members, m.Address.String())
+		}
+		line("iommu", fmt.Sprintf("group %s: %s", group(gp.IOMMUGroup), orDash(strings.Join(members, ", "))))
+		path := []string{gp.HostBridge.String()}
+		for _, p := range gp.Parents {
+			path = append(path, p.String())
+		}
+		line("path", strings.Join(append(path, gp.Address.String()), " → "))
+		line("link", orDash(gp.Link.String()))
+		var bars []string
+		for _, b := range gp.BARs {
+			bars = append(bars, barText(b))
+		}
+		line("bars", orDash(strings.Join(bars, ", ")))
+		for _, f := range gp.Functions {
+			line("function", fmt.Sprintf("%s %s [%s] (%s)", f.Address, f.Name(), f.ID(), orNone(f.Driver)))
+		}
+		for _, h := range gp.Holders {
+			line("held by", h.String()+": "+h.Release)
+		}
+		for _, f := range gp.Functions {
+			for _, h := range inv.HoldersOf(f.Address) {
+				line("held by", fmt.Sprintf("%s (of %s): %s", h.String(), f.Address, h.Release))
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, note := range groupNotes(inv) {
+		fmt.Fprintln(w, "\n"+note)
+	}
+	return nil
+}
+
+// groupNotes names the devices that share a GPU's IOMMU group without being the GPU or
+// one of its functions: they would have to move with it.
+func groupNotes(inv *Inventory) []string {
+	var notes []string
+	for i, gp := range inv.GPUs {
+		var others []string
+		for _, m := range inv.Strangers(gp) {
+			others = append(others, fmt.Sprintf("%s (%s)", m.Address, m.Name()))
+		}
+		if len(others) > 0 {
+			notes = append(notes, fmt.Sprintf("IOMMU group %d of GPU%d also holds %s.", gp.IOMMUGroup, i, strings.Join(others, ", ")))
+		}
+	}
+	return notes
+}
+
+// chipPrefix matches pci.ids names such as "GB202GL [RTX PRO 6000 Blackwell …]", whose
+// bracketed part is the name users know.
+var chipPrefix = &lazyre.Regexp{Expr: `^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`}
+
+// Model is the name users know of a device: the bracketed part of a pci.ids name such as
+// "GB202GL [RTX PRO 6000 Blackwell …]", else its name.
+func Model(d *pci.Device) string {
+	if m := chipPrefix.Get().FindStringSubmatch(d.DeviceName); m != nil {
+		return m[1]
+	}
+	return d.Name()
+}
+
+func devNode(g GPU) string {
+	if len(g.Nodes) == 0 {
+		return "-"
+	}
+	return g.Nodes[0]
+}
+
+func rootPort(d *pci.Device) string {
+	if rp, ok := d.RootPort(); ok {
+		return rp.String()
+	}
+	return "-"
+}
+
+func group(g int) string {
+	if g < 0 {
+		return "-"
+	}
+	return fmt.Sprint(g)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func largestBAR(bars []pci.BAR) string {
+	var best *pci.BAR
+	for i := range bars {
+		if !bars[i].IO && bars[i].Index != 6 && (best == nil || bars[i].Size > best.Size) {
+			best = &bars[i]
+		}
+	}
+	if best == nil {
+		return "-"
+	}
+	s := best.Name() + " " + size(best.Size)
+	if best.Unassigned {
+		s += " UNASSIGNED"
+	}
+	return s
+}
+
+func barText(b pci.BAR) string {
+	var attrs []string
+	switch {
+	case b.Index == 6:
+		attrs = append(attrs, "read-only")
+	case b.IO:
+		attrs = append(attrs, "I/O")
+	case b.Is64Bit:
+		attrs = append(attrs, "64-bit")
+	default:
+		attrs = append(attrs, "32-bit")
+	}
+	if b.Prefetchable && b.Index != 6 {
+		attrs = append(attrs, "prefetchable")
+	}
+	if b.Unassigned {
+		attrs = append(attrs, "UNASSIGNED")
+	}
+	return fmt.Sprintf("%s %s (%s)", b.Name(), size(b.Size), strings.Join(attrs, ", "))
+}
+
+// size prints a power-of-two size the way lspci does: 128G, 32M, 512K, 128.
+func size(n uint64) string {
+	for _, u := range []struct {
+		shift uint
+		unit  string
+	}{{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.unit)
+		}
+	}
+	return fmt.Sprint(n)
+}
+
+// HeldBy is the HELD BY cell of a device: its holders, or "-".
+func HeldBy(hs []holders.Holder) string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Short())
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, "; ")
+}
+
+// ShortName is the name users know of a device named name, as Model.
+func ShortName(name string) string {
+	if m := chipPrefix.Get().FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return name
+}
