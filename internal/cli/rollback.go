@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/inventory"
-	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
@@ -82,7 +80,7 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 			}
 			todo := bind.NotBack(k, j.Devices)
 			when := j.Time.Local().Format("2006-01-02 15:04")
-			doc := rollbackJSON(h.Root(), j, k, todo, forced, c.dryRun)
+			doc := bind.NewRollbackReport(h.Root(), j, k, todo, forced, c.dryRun)
 			// report ends a run that reached a result: with -o json it prints the
 			// document, with what stopped the run among its problems.
 			report := func(err error) error {
@@ -106,13 +104,7 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 			}
 			if !g.json() {
 				fmt.Fprintf(g.stdout, "%s: the apply of %s moved %d devices; %d are not back yet (now → before the apply):\n", h.Root(), when, len(j.Devices), len(todo))
-				for _, d := range doc.Devices {
-					now := binding(d.Driver, d.Override)
-					if d.Unreadable != "" {
-						now = "unreadable"
-					}
-					fmt.Fprintf(g.stdout, "  %s  %s → %s\n", d.Device, now, binding(d.PriorDriver, d.PriorOverride))
-				}
+				doc.WriteDevices(g.stdout)
 			}
 			if cerr != nil {
 				return report(cerr)
@@ -177,67 +169,4 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 	c.register(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "roll back a journal of another host name, machine or boot, or with a device gone (never a bad driver name, a device whose ids changed, or one that is not a GPU or of a GPU's group)")
 	return cmd
-}
-
-// rollbackDoc is rollback -o json (docs/json.md).
-type rollbackDoc struct {
-	Host    string    `json:"host"`
-	Applied time.Time `json:"applied"`
-	DryRun  bool      `json:"dry_run"`
-	// Journal is how many devices the apply moved; Devices those not back yet.
-	Journal  int                  `json:"journal_devices"`
-	Devices  []rollbackDeviceJSON `json:"devices"`
-	Forced   []string             `json:"forced"`
-	Problems []string             `json:"problems"`
-	Restored []string             `json:"restored"`
-}
-
-type rollbackDeviceJSON struct {
-	Device        string `json:"device"`
-	Driver        string `json:"driver"`
-	Override      string `json:"driver_override"`
-	PriorDriver   string `json:"prior_driver"`
-	PriorOverride string `json:"prior_driver_override"`
-	// Unreadable says why the device's binding now could not be read; "" when it was.
-	Unreadable string `json:"unreadable"`
-}
-
-func rollbackJSON(root string, j *bind.Journal, k bind.Kernel, todo []bind.Prior, forced []bind.Problem, dryRun bool) *rollbackDoc {
-	doc := &rollbackDoc{Host: root, Applied: j.Time, DryRun: dryRun, Journal: len(j.Devices), Devices: []rollbackDeviceJSON{},
-		Forced: []string{}, Problems: []string{}, Restored: []string{}}
-	for _, p := range forced {
-		doc.Forced = append(doc.Forced, p.String())
-	}
-	for _, d := range todo {
-		drv, derr := k.Driver(d.Device)
-		ov, oerr := k.Override(d.Device)
-		r := rollbackDeviceJSON{Device: d.Device.String(), Driver: drv, Override: ov, PriorDriver: d.Driver, PriorOverride: d.Override}
-		if err := errors.Join(derr, oerr); err != nil {
-			r.Unreadable = err.Error()
-		}
-		doc.Devices = append(doc.Devices, r)
-	}
-	return doc
-}
-
-// plainName is what a driver name looks like; anything else is quoted, so that a
-// newline or an escape in a journal or a damaged driver_override shows as what it is.
-var plainName = &lazyre.Regexp{Expr: `^[A-Za-z0-9_.-]+$`}
-
-// binding says how a device is bound: its driver and its driver_override.
-func binding(driver, override string) string {
-	q := func(s string) string {
-		if plainName.Get().MatchString(s) {
-			return s
-		}
-		return fmt.Sprintf("%q", s)
-	}
-	s := "no driver"
-	if driver != "" {
-		s = q(driver)
-	}
-	if override != "" {
-		s += " (driver_override " + q(override) + ")"
-	}
-	return s
 }
