@@ -12,8 +12,8 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/doctor"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
-	"github.com/gpusplit/gpusplit/internal/pciids"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
@@ -251,65 +251,24 @@ func completeChecks(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Co
 }
 
 // completeSelectors offers the selectors that choose among the host's GPUs (those sels
-// count as GPUs): each GPU's address, the NUMA nodes and IOMMU groups that hold GPUs,
-// their vendor:device ids and count:N. The value is a comma-separated list: the
-// selector after the last comma is completed, and those already in the list are left out.
+// count as GPUs), as inventory.SelectorChoices gives them. The value is a
+// comma-separated list: the selector after the last comma is completed, and those
+// already in the list are left out.
 func completeSelectors(h *host.Host, sels []pci.Selector, toComplete string) ([]cobra.Completion, error) {
-	tree, err := pci.Scan(h, pciids.Default())
+	choices, short, err := inventory.SelectorChoices(h, sels)
 	if err != nil {
 		return nil, err
-	}
-	gpus, err := pci.GPUs(tree, sels)
-	if err != nil {
-		return nil, err
-	}
-	// short are the addresses of domain 0000 as lspci prints them, without the domain.
-	var cands, short []cobra.Completion
-	numa, groups, ids := map[int]int{}, map[int][]string{}, map[string]int{}
-	idName := map[string]string{}
-	for _, gp := range gpus {
-		desc := model(gp.Device)
-		if gp.NUMANode >= 0 {
-			desc += ", NUMA node " + strconv.Itoa(gp.NUMANode)
-			numa[gp.NUMANode]++
-		}
-		if gp.IOMMUGroup >= 0 {
-			desc += ", IOMMU group " + strconv.Itoa(gp.IOMMUGroup)
-			groups[gp.IOMMUGroup] = append(groups[gp.IOMMUGroup], gp.Address.String())
-		}
-		desc += ", " + orNone(gp.Driver)
-		cands = append(cands, cobra.CompletionWithDesc(gp.Address.String(), desc))
-		if a, ok := strings.CutPrefix(gp.Address.String(), "0000:"); ok {
-			short = append(short, cobra.CompletionWithDesc(a, desc))
-		}
-		ids[gp.ID()]++
-		idName[gp.ID()] = model(gp.Device)
-	}
-	for _, n := range completionKeys(numa) {
-		cands = append(cands, cobra.CompletionWithDesc(fmt.Sprintf("numa:%d", n), "NUMA node "+strconv.Itoa(n)+": "+completionGPUs(numa[n])))
-	}
-	for _, n := range completionKeys(groups) {
-		cands = append(cands, cobra.CompletionWithDesc(fmt.Sprintf("group:%d", n), "IOMMU group of "+strings.Join(groups[n], ", ")))
-	}
-	for _, id := range completionKeys(ids) {
-		cands = append(cands, cobra.CompletionWithDesc(id, idName[id]+": "+completionGPUs(ids[id])))
-	}
-	for n := 1; n <= len(gpus); n++ {
-		cands = append(cands, cobra.CompletionWithDesc(fmt.Sprintf("count:%d", n), "any "+completionGPUs(n)+", on as few NUMA nodes as possible"))
 	}
 	// The short forms only once what is typed has left the domain out, not to offer
 	// every GPU twice.
 	if part := toComplete[strings.LastIndex(toComplete, ",")+1:]; part != "" && !strings.HasPrefix("0000:", part) && !strings.HasPrefix(part, "0000:") {
-		cands = append(cands, short...)
+		choices = append(choices, short...)
+	}
+	var cands []cobra.Completion
+	for _, c := range choices {
+		cands = append(cands, cobra.CompletionWithDesc(c.Value, c.Desc))
 	}
 	return completeListItem(cands, toComplete), nil
-}
-
-func completionGPUs(n int) string {
-	if n == 1 {
-		return "1 GPU"
-	}
-	return strconv.Itoa(n) + " GPUs"
 }
 
 // completeVMs offers the ids of this node's VMs, with their names, in the directory the
@@ -428,13 +387,4 @@ func completionPrefix(cands []cobra.Completion, prefix string) []cobra.Completio
 		}
 	}
 	return out
-}
-
-func completionKeys[K int | string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
