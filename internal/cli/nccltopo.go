@@ -71,7 +71,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 			if err != nil {
 				return err
 			}
-			res := &ncclResult{Notes: []string{}, Warnings: []string{}}
+			res := &doctor.NCCLReport{Notes: []string{}, Warnings: []string{}}
 			if vmid != 0 {
 				m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
 				if err != nil {
@@ -85,7 +85,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 				if err != nil {
 					return err
 				}
-				res.artifact = data
+				res.Artifact = data
 			} else {
 				var x *nccl.Node
 				if manifest != "" {
@@ -96,41 +96,23 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 				if err != nil {
 					return err
 				}
-				res.artifact = nccl.Marshal(x)
-				res.XML = string(res.artifact)
+				res.Artifact = nccl.Marshal(x)
+				res.XML = string(res.Artifact)
 			}
-			switch {
-			case res.Manifest != nil:
-				res.setVerdict(res.Manifest.Verdict())
-			case res.guest != nil:
-				// The host's verdict, and faults the guest's own kernel logged.
-				v := res.guest.Verdict()
-				_, faults, err := doctor.P2PAdvice(h, inv, "iommu-page-faults")
-				if err != nil {
-					return err
-				}
-				for _, f := range faults {
-					v.Disable = true
-					v.Reasons = append(v.Reasons, vmlayout.P2PFinding{ID: "guest " + f.ID, Severity: f.Severity.String(), Title: f.Title})
-				}
-				res.setVerdict(v)
-			default:
-				res.P2PDisable, res.P2PReasons, err = doctor.P2PAdvice(h, inv, doctor.P2PChecks...)
-				if err != nil {
-					return err
-				}
+			if err := res.Advise(h, inv); err != nil {
+				return err
 			}
 			if file != "" {
 				abs, err := filepath.Abs(file)
 				if err != nil {
 					return err
 				}
-				if err := atomicfile.Write(abs, res.artifact, 0o644); err != nil {
+				if err := atomicfile.Write(abs, res.Artifact, 0o644); err != nil {
 					return fmt.Errorf("writing %s: %w (nothing was written there)", file, err)
 				}
 				res.File = abs
 			}
-			return res.print(g, vmid)
+			return printNCCL(g, res, vmid)
 		},
 	}
 	f := cmd.Flags()
@@ -143,38 +125,7 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 	return cmd
 }
 
-// ncclResult is what nccl-topo did, and its JSON form (docs/json.md).
-type ncclResult struct {
-	XML        string             `json:"xml,omitempty"`
-	Manifest   *vmlayout.Manifest `json:"manifest,omitempty"`
-	File       string             `json:"file,omitempty"`
-	P2PDisable bool               `json:"p2p_disable"`
-	P2PReasons []doctor.Finding   `json:"p2p_reasons"`
-	// P2PVerdict is a VM's verdict, from the host's evidence in its manifest: the same
-	// on the host (--vm) and in the guest (--manifest).
-	P2PVerdict *vmlayout.P2PVerdict `json:"p2p_verdict,omitempty"`
-	Notes      []string             `json:"notes"`
-	Warnings   []string             `json:"warnings"`
-	artifact   []byte
-	guest      *vmlayout.Manifest // the manifest read in the guest
-}
-
-// setVerdict makes a VM's verdict the result's advice.
-func (r *ncclResult) setVerdict(v vmlayout.P2PVerdict) {
-	r.P2PVerdict, r.P2PDisable, r.P2PReasons = &v, v.Disable, []doctor.Finding{}
-	for _, f := range v.Reasons {
-		sev := doctor.Info
-		switch f.Severity {
-		case "warning":
-			sev = doctor.Warning
-		case "error":
-			sev = doctor.Error
-		}
-		r.P2PReasons = append(r.P2PReasons, doctor.Finding{ID: f.ID, Severity: sev, Title: f.Title, Evidence: []string{}})
-	}
-}
-
-func (r *ncclResult) print(g *globals, vmid int) error {
+func printNCCL(g *globals, r *doctor.NCCLReport, vmid int) error {
 	if g.json() {
 		return g.writeJSON(r)
 	}
@@ -182,48 +133,18 @@ func (r *ncclResult) print(g *globals, vmid int) error {
 	// goes to standard error, where it does not spoil a redirect.
 	msg := g.stdout
 	if r.File == "" {
-		if _, err := g.stdout.Write(r.artifact); err != nil {
+		if _, err := g.stdout.Write(r.Artifact); err != nil {
 			return err
 		}
 		msg = g.stderr
 	}
 	g.warn(r.Warnings)
-	for _, n := range r.Notes {
-		fmt.Fprintf(msg, "note: %s\n", n)
-	}
-	switch {
-	case vmid != 0 && r.File == "":
-		fmt.Fprintf(msg, "# save this manifest (or write it with --file), copy it into VM %d and there run:\n", vmid)
-		fmt.Fprintf(msg, "#   gpusplit nccl-topo --manifest vm%d-manifest.json --file /etc/nccl-topo.xml\n", vmid)
-	case vmid != 0:
-		fmt.Fprintf(msg, "wrote the manifest of VM %d to %s; copy it into the VM and there run:\n", vmid, r.File)
-		fmt.Fprintf(msg, "  gpusplit nccl-topo --manifest %s --file /etc/nccl-topo.xml\n", filepath.Base(r.File))
-	case r.File == "":
-		fmt.Fprintf(msg, "# save this (or write it with --file PATH) and export NCCL_TOPO_FILE=<its path>\n")
-	default:
-		fmt.Fprintf(msg, "wrote %s\nexport NCCL_TOPO_FILE=%s\n", r.File, r.File)
-	}
-	switch {
-	case r.P2PVerdict != nil && r.P2PDisable:
-		fmt.Fprintf(msg, "export NCCL_P2P_DISABLE=1   # advised, from the host's evidence in the manifest:\n")
-		for _, f := range r.P2PReasons {
-			fmt.Fprintf(msg, "#   %s: %s\n", f.ID, f.Title)
-		}
-	case r.P2PVerdict != nil:
-		fmt.Fprintf(msg, "# NCCL_P2P_DISABLE=1 is not advised: %s\n", r.P2PReasons[len(r.P2PReasons)-1].Title)
-	case r.P2PDisable:
-		fmt.Fprintf(msg, "export NCCL_P2P_DISABLE=1   # advised; the doctor found:\n")
-		for _, f := range r.P2PReasons {
-			fmt.Fprintf(msg, "#   %s: %s\n", f.ID, f.Title)
-		}
-	default:
-		fmt.Fprintf(msg, "# NCCL_P2P_DISABLE=1 is not advised: the doctor's %s found nothing against peer-to-peer\n", strings.Join(doctor.P2PChecks, ", "))
-	}
+	r.WriteAdvice(msg, vmid)
 	return nil
 }
 
 // hostTopology is the topology of this host's GPUs and RDMA NICs, as NCCL detects it.
-func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *ncclResult) (*nccl.Node, error) {
+func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *doctor.NCCLReport) (*nccl.Node, error) {
 	x, warnings, notes, err := nccl.HostTopology(h, inv, nccl.Options{WithGPUs: withGPUs})
 	if errors.Is(err, nccl.ErrNoGPU) {
 		return nil, fmt.Errorf("%w (see gpusplit inventory; --devices chooses others)", err)
@@ -234,7 +155,7 @@ func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *nc
 }
 
 // guestTopology is the topology of a VM's GPUs from the manifest written on its host.
-func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res *ncclResult) (*nccl.Node, error) {
+func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res *doctor.NCCLReport) (*nccl.Node, error) {
 	data, err := host.ReadUserFile(manifest, maxManifest, "a VM manifest")
 	if err != nil {
 		return nil, fmt.Errorf("--manifest: %w", err)
@@ -249,7 +170,7 @@ func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res 
 	}
 	x, notes := vmlayout.GuestTopology(h, m, pairs)
 	res.Notes = append(res.Notes, notes...)
-	res.guest = m
+	res.Guest = m
 	return x, nil
 }
 
