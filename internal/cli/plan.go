@@ -5,15 +5,12 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/fit"
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/plural"
 )
 
 func newPlan(g *globals) *cobra.Command {
@@ -65,28 +62,10 @@ type planDoc struct {
 
 func planJSON(root string, p *plan.Plan) planDoc { return planDoc{Report: p.Report(root)} }
 
+// writePlan prints the plan (plan.Plan.WriteText), then what holds its devices.
 func writePlan(w io.Writer, root string, p *plan.Plan) error {
-	if p.Empty() {
-		fmt.Fprintf(w, "%s: nothing to do, %s.\n", root, whereTheyBelong(len(p.InPlace), ""))
-		for _, warn := range p.Warnings {
-			fmt.Fprintf(w, "warning: %s\n", warn)
-		}
-		return nil
-	}
-	fmt.Fprintf(w, "%s: %s in %s; %s already in place.\n\n", root, plural.S(len(p.Moves), "move"), plural.S(len(p.Groups()), "IOMMU group"), plural.S(len(p.InPlace), "device"))
-	var buf strings.Builder
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "IOMMU\tDEVICE\tROLE\tNAME\tNUMA\tFROM\tTO\tHELD BY")
-	for _, m := range p.Moves {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", group(m.IOMMUGroup), m.Device, m.Role, inventory.ShortName(m.Name),
-			m.NUMANode, orNone(m.From), toText(m.To), inventory.HeldBy(m.Holders))
-	}
-	tw.Flush()
-	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-		fmt.Fprintln(w, strings.TrimRight(line, " "))
-	}
-	for _, warn := range p.Warnings {
-		fmt.Fprintf(w, "\nwarning: %s\n", warn)
+	if err := p.WriteText(w, root); err != nil || p.Empty() {
+		return err
 	}
 	if blockers := heldText(p); blockers != "" {
 		fmt.Fprintf(w, "\n%s", blockers)
@@ -108,23 +87,7 @@ func heldText(p *plan.Plan) string {
 	return "apply will refuse until these let go of the devices:\n" + strings.Join(lines, "\n") + "\n"
 }
 
-func toText(to string) string {
-	if to == plan.Default {
-		return "(default)"
-	}
-	return to
-}
-
-// whereTheyBelong words how many devices are (or, with not, are not) where they belong.
-func whereTheyBelong(n int, not string) string {
-	if n == 1 {
-		return "1 device is " + not + "where it belongs"
-	}
-	if not == "" {
-		return fmt.Sprintf("all %d devices are where they belong", n)
-	}
-	return fmt.Sprintf("%d devices are %swhere they belong", n, not)
-}
+func toText(to string) string { return plan.TargetText(to) }
 
 // planModelJSON is a group's model fit in plan -o json and pve sync -o json.
 type planModelJSON = fit.GroupModel
@@ -159,27 +122,4 @@ func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
 }
 
 // writeSplitModels prints splitModels' result after a plan.
-func writeSplitModels(w io.Writer, models []planModelJSON) {
-	for _, j := range models {
-		who := "group " + fmt.Sprintf("%q", j.Group)
-		if len(j.Containers) > 0 || len(j.VMs) > 0 {
-			var guests []string
-			for _, id := range j.Containers {
-				guests = append(guests, fmt.Sprintf("container %d", id))
-			}
-			for _, id := range j.VMs {
-				guests = append(guests, fmt.Sprintf("VM %d", id))
-			}
-			who += " (" + strings.Join(guests, ", ") + ")"
-		}
-		if j.Error != "" {
-			fmt.Fprintf(w, "\nmodel of %s: %s: not worked out: %s\n", who, j.Model, j.Error)
-			continue
-		}
-		if j.Recommended == "" {
-			fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs does not fit: %s (gpusplit fit --model %s shows every placement)\n", who, j.Model, len(j.GPUs), j.Why, j.Model)
-			continue
-		}
-		fmt.Fprintf(w, "\nmodel of %s after the split: %s on %d GPUs: %s as %s: %s (gpusplit fit shows every placement)\n", who, j.Model, len(j.GPUs), j.Verdict, j.Recommended, j.Why)
-	}
-}
+func writeSplitModels(w io.Writer, models []planModelJSON) { fit.WriteGroupModels(w, models) }

@@ -85,11 +85,11 @@ func writeStatus(w io.Writer, root string, p *plan.Plan, quarantined []health.Re
 	}
 	switch {
 	case p.Empty() && len(quarantined) == 0:
-		fmt.Fprintf(w, "%s: in sync, %s.\n", root, whereTheyBelong(len(p.InPlace), ""))
+		fmt.Fprintf(w, "%s: in sync, %s.\n", root, plan.WhereTheyBelong(len(p.InPlace), ""))
 	case p.Empty():
-		fmt.Fprintf(w, "%s: NOT IN SYNC, %s quarantined; otherwise %s.\n", root, plural.N(len(quarantined), "device is", "devices are"), whereTheyBelong(len(p.InPlace), ""))
+		fmt.Fprintf(w, "%s: NOT IN SYNC, %s quarantined; otherwise %s.\n", root, plural.N(len(quarantined), "device is", "devices are"), plan.WhereTheyBelong(len(p.InPlace), ""))
 	default:
-		fmt.Fprintf(w, "%s: DRIFT, %s:\n", root, whereTheyBelong(len(p.Moves), "not "))
+		fmt.Fprintf(w, "%s: DRIFT, %s:\n", root, plan.WhereTheyBelong(len(p.Moves), "not "))
 		var free, kept int
 		for _, m := range p.Moves {
 			role := string(m.Role)

@@ -1,0 +1,73 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/plural"
+)
+
+// WriteText prints the plan for a person, root being the machine planned on: the moves
+// by IOMMU group, or that there is nothing to do, and the warnings.
+func (p *Plan) WriteText(w io.Writer, root string) error {
+	if p.Empty() {
+		fmt.Fprintf(w, "%s: nothing to do, %s.\n", root, WhereTheyBelong(len(p.InPlace), ""))
+		for _, warn := range p.Warnings {
+			fmt.Fprintf(w, "warning: %s\n", warn)
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "%s: %s in %s; %s already in place.\n\n", root, plural.S(len(p.Moves), "move"), plural.S(len(p.Groups()), "IOMMU group"), plural.S(len(p.InPlace), "device"))
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "IOMMU\tDEVICE\tROLE\tNAME\tNUMA\tFROM\tTO\tHELD BY")
+	for _, m := range p.Moves {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", group(m.IOMMUGroup), m.Device, m.Role, inventory.ShortName(m.Name),
+			m.NUMANode, cellNone(m.From), TargetText(m.To), inventory.HeldBy(m.Holders))
+	}
+	tw.Flush()
+	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warn)
+	}
+	return nil
+}
+
+// TargetText is a move's target driver in a table: Default as "(default)".
+func TargetText(to string) string {
+	if to == Default {
+		return "(default)"
+	}
+	return to
+}
+
+// WhereTheyBelong words how many devices are (or, with not, are not) where they belong.
+func WhereTheyBelong(n int, not string) string {
+	if n == 1 {
+		return "1 device is " + not + "where it belongs"
+	}
+	if not == "" {
+		return fmt.Sprintf("all %d devices are where they belong", n)
+	}
+	return fmt.Sprintf("%d devices are %swhere they belong", n, not)
+}
+
+func group(g int) string {
+	if g < 0 {
+		return "-"
+	}
+	return fmt.Sprint(g)
+}
+
+// cellNone is a table's cell of a driver: "(none)" for no driver.
+func cellNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
