@@ -71,3 +71,27 @@ func cellNone(s string) string {
 	}
 	return s
 }
+
+// WritePools lists each pool's GPUs for a person: on which driver, and whether at rest
+// or held by a VM.
+func WritePools(w io.Writer, pools []PoolReport) {
+	for _, pj := range pools {
+		resting := pj.Resting
+		if resting == "" {
+			resting = "its vendor's driver"
+		}
+		fmt.Fprintf(w, "pool %s (rests on %s):\n", pj.Name, resting)
+		for _, gp := range pj.GPUs {
+			var state string
+			switch {
+			case gp.HeldBy != 0:
+				state = fmt.Sprintf("held by VM %d", gp.HeldBy)
+			case gp.InPlace:
+				state = "at rest"
+			default:
+				state = "no VM holds it: it belongs on " + resting
+			}
+			fmt.Fprintf(w, "  %s  on %s, %s\n", gp.Device, cellNone(gp.Driver), state)
+		}
+	}
+}
