@@ -77,28 +77,6 @@ func (f *persistFlags) files(g *globals, h *host.Host) (*persist.Boot, error) {
 	return persist.PlanBoot(h, p, inv.Tree, persist.BootOptions{Config: f.config, Binary: f.binary, SyncProxmox: desired.SyncProxmox})
 }
 
-// describeBinary says which binary the unit runs and what the check found.
-func describeBinary(bf *persist.Boot) string {
-	b := bf.Binary
-	name := b.Path
-	if b.Resolved != b.Path {
-		name += " (-> " + b.Resolved + ")"
-	}
-	var s string
-	switch {
-	case !bf.Checked:
-		s = fmt.Sprintf("The unit runs %s (not checked: a snapshot holds no binaries).\n", name)
-	case bf.Refused != nil:
-		s = fmt.Sprintf("The unit would run %s, which install refuses: %v\n", name, bf.Refused)
-	default:
-		s = fmt.Sprintf("The unit runs %s: root's, and only root can change it.\n", name)
-	}
-	for _, n := range b.Notes {
-		s += "note: " + n + "\n"
-	}
-	return s
-}
-
 // persistBinaryJSON is the binary a unit or a snippet runs, in -o json.
 type persistBinaryJSON = persist.BinaryReport
 
@@ -124,11 +102,7 @@ func newPersistShow(g *globals) *cobra.Command {
 			if g.json() {
 				return g.writeJSON(out)
 			}
-			fmt.Fprintln(g.stdout, describeBinary(bf))
-			words := map[string]string{"absent": "not installed", "different": "installed, different", "installed": "installed"}
-			for _, file := range out.Files {
-				fmt.Fprintf(g.stdout, "==> %s (%s) <==\n%s\n", file.Path, words[file.State], file.Content)
-			}
+			out.WriteText(g.stdout, bf)
 			return nil
 		},
 	}
@@ -165,18 +139,8 @@ func newPersistInstall(g *globals) *cobra.Command {
 				files = append([]persist.File{{Path: bf.Config, Mode: 0o644, Content: persist.VFIOConfig(g.devices, f.vfio, f.allowShared)}}, files...)
 			}
 			// Every reason to stop is known before the first file is written.
-			var stops []error
-			if !h.Writable() {
-				stops = append(stops, fmt.Errorf("cannot install into %s: %w", h.Root(), host.ErrReadOnly))
-			}
-			if bf.Refused != nil {
-				stops = append(stops, bf.Refused)
-			}
-			bin := bf.Report()
-			doc := persist.ChangeReport{DryRun: dryRun, Binary: &bin, Files: persist.FileStates(h, files), Problems: []string{}, Changes: []persist.Change{}, Commands: []persist.Command{}, Notes: []string{}}
-			for _, e := range stops {
-				doc.Problems = append(doc.Problems, e.Error())
-			}
+			stops := bf.InstallStops(h)
+			doc := bf.InstallReport(h, files, dryRun, stops)
 			switch {
 			case len(stops) > 0 && dryRun:
 				err = fmt.Errorf("dry run: nothing was written, and install would stop: %w", errors.Join(stops...))
@@ -206,10 +170,7 @@ func newPersistInstall(g *globals) *cobra.Command {
 					return jerr
 				}
 			case dryRun:
-				for _, file := range files {
-					fmt.Fprintf(g.stdout, "==> %s <==\n%s\n", file.Path, file.Content)
-				}
-				fmt.Fprint(g.stdout, describeBinary(bf))
+				bf.WriteDryRun(g.stdout, files)
 				if err == nil {
 					fmt.Fprintln(g.stdout, "dry run: nothing was written.")
 				}
