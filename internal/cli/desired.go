@@ -44,16 +44,12 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	var desired plan.Desired
 	var file *plan.File
 	if len(d.vfio) > 0 {
-		var choices [][]pci.Selector
-		for _, v := range d.vfio {
-			sels, err := pci.ParseSelectors(v)
-			if err != nil {
-				return plan.Desired{}, nil, fmt.Errorf("--vfio: %w", err)
-			}
-			if len(sels) == 0 {
-				return plan.Desired{}, nil, errors.New("--vfio needs a selector")
-			}
-			choices = append(choices, sels)
+		choices, err := plan.ParseChoices(d.vfio)
+		switch {
+		case errors.Is(err, plan.ErrNoSelector):
+			return plan.Desired{}, nil, errors.New("--vfio needs a selector")
+		case err != nil:
+			return plan.Desired{}, nil, fmt.Errorf("--vfio: %w", err)
 		}
 		desired = plan.ForVFIO(choices)
 	} else {
@@ -61,18 +57,13 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 		if err != nil {
 			return plan.Desired{}, nil, err
 		}
-		file, err = plan.ParseFile(name, data)
-		if err != nil {
-			return plan.Desired{}, nil, err
+		// A pool's GPU that a running VM holds belongs on vfio-pci until it stops.
+		holding := func() (map[pci.Address]int, error) { return vmlayout.Reservations(h, time.Now()) }
+		if d.atRest {
+			holding = nil
 		}
-		if desired, err = file.Desired(); err != nil {
+		if desired, file, err = plan.FromFile(name, data, holding); err != nil {
 			return plan.Desired{}, nil, err
-		}
-		if len(file.Pools) > 0 && !d.atRest {
-			// A pool's GPU that a running VM holds belongs on vfio-pci until it stops.
-			if desired.Holding, err = vmlayout.Reservations(h, time.Now()); err != nil {
-				return plan.Desired{}, nil, fmt.Errorf("which VMs hold the pools' GPUs: %w", err)
-			}
 		}
 		if devices == "" {
 			devices = file.Devices
