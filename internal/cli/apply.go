@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
-	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -286,7 +285,7 @@ func (g *globals) lockedHost() (*host.Host, *bind.Lock, error) {
 // turn the check off.
 var openKernel = func(h *host.Host) (bind.Kernel, error) { return bind.Live(h) }
 
-var errSnapshot error = &errconst.Error{Text: "it is a snapshot, which cannot be changed; run on the host itself"}
+var errSnapshot = errors.New("it is a snapshot, which cannot be changed; run on the host itself")
 
 type resultDoc struct {
 	Seconds    float64           `json:"seconds"` // from the first change to the end

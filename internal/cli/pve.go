@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
-	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
@@ -155,7 +154,7 @@ type syncMode struct {
 }
 
 // errSyncStops ends a dry run that found reasons --apply would stop.
-var errSyncStops error = &errconst.Error{Text: "--apply would stop, for the reasons above; nothing was written"}
+var errSyncStops = errors.New("--apply would stop, for the reasons above; nothing was written")
 
 // pveErr words a pve error's way out with the command line's flags: a check that found
 // what would stop the write says what --apply would do, a refused sync what --force does.

@@ -9,13 +9,13 @@
 // gpusplit p2p hands over to gpusplit-cuda when it is installed beside it.
 package cuda
 
-import "github.com/gpusplit/gpusplit/internal/errconst"
+import "errors"
 
 // ErrStatic is Open's error in a build without the CUDA binding.
-var ErrStatic error = &errconst.Error{Text: "this gpusplit is the static build, which cannot load the CUDA driver (libcuda.so.1)"}
+var ErrStatic = errors.New("this gpusplit is the static build, which cannot load the CUDA driver (libcuda.so.1)")
 
 // ErrNoDriver wraps the failure to load or initialise the CUDA driver.
-var ErrNoDriver error = &errconst.Error{Text: "the CUDA driver is not available"}
+var ErrNoDriver = errors.New("the CUDA driver is not available")
 
 // Library is the CUDA driver's library, as the NVIDIA driver installs it.
 const Library = "libcuda.so.1"

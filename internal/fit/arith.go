@@ -1,11 +1,11 @@
 package fit
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 
-	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/hfmodel"
 )
 
@@ -16,7 +16,7 @@ import (
 // wrapping into a verdict.
 
 // ErrTooLarge is what a fit whose figures pass int64 is, for errors.Is.
-var ErrTooLarge error = &errconst.Error{Text: "the figures pass 2^63 bytes, past anything gpusplit counts"}
+var ErrTooLarge = errors.New("the figures pass 2^63 bytes, past anything gpusplit counts")
 
 // Bounds on what the command line and the GPU table give, as hfmodel bounds config.json.
 const (

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/hfmodel"
 	"github.com/gpusplit/gpusplit/internal/pci"
 )
@@ -125,7 +124,7 @@ type Result struct {
 }
 
 // ErrUnsized is returned for a model whose KV cache cannot be sized.
-var ErrUnsized error = &errconst.Error{Text: "the KV cache cannot be sized"}
+var ErrUnsized = errors.New("the KV cache cannot be sized")
 
 // Fit works out every placement of m on gpus.
 func Fit(m *hfmodel.Model, gpus []GPU, o Options) (*Result, error) {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/safetensors"
 )
@@ -103,7 +102,7 @@ func (d *modelDir) list(suffix string) ([]string, error) {
 
 // ErrOutside is what opening a model's file through a link that leaves its directory
 // is, for errors.Is.
-var ErrOutside error = &errconst.Error{Text: "a link out of the model's directory"}
+var ErrOutside = errors.New("a link out of the model's directory")
 
 // open opens the model's file name for reading: a regular file inside the directory,
 // never a FIFO (which would hang the read), a device or a socket, and never through a

@@ -12,8 +12,6 @@ import (
 	"path"
 	"strings"
 	"syscall"
-
-	"github.com/gpusplit/gpusplit/internal/errconst"
 )
 
 // archiveBackend holds a snapshot archive unpacked in memory.
@@ -97,7 +95,7 @@ type streamCap struct {
 	over bool
 }
 
-var errStreamCap error = &errconst.Error{Text: "archive stream over its cap"}
+var errStreamCap = errors.New("archive stream over its cap")
 
 func (s *streamCap) Read(p []byte) (int, error) {
 	if s.left <= 0 {

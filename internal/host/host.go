@@ -18,12 +18,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
-	"github.com/gpusplit/gpusplit/internal/errconst"
 )
 
 // ErrEscapesRoot is returned when resolving a path would leave the root.
-var ErrEscapesRoot error = &errconst.Error{Text: "symbolic link leads outside the root"}
+var ErrEscapesRoot = errors.New("symbolic link leads outside the root")
 
 // maxLinks bounds link resolution, as the kernel's MAXSYMLINKS does.
 const maxLinks = 40
@@ -82,7 +80,7 @@ type dirHandle interface {
 }
 
 // errLeafIsLink is readLeaf's error for a link.
-var errLeafIsLink error = &errconst.Error{Text: "last component is a symbolic link"}
+var errLeafIsLink = errors.New("last component is a symbolic link")
 
 // PathError records a failed operation on a path of a Host.
 type PathError struct {

@@ -1,11 +1,10 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-
-	"github.com/gpusplit/gpusplit/internal/errconst"
 )
 
 // What a Host reads is bounded, so that a hostile root (a bug-report archive from a
@@ -101,7 +100,7 @@ func tooManyEntries(limit int) error {
 
 // ErrRootSpent is the error once a Host has read MaxRootBytes or listed MaxRootEntries
 // of a directory root: it reads no more of it.
-var ErrRootSpent error = &errconst.Error{Text: "gpusplit has read all it reads of one root"}
+var ErrRootSpent = errors.New("gpusplit has read all it reads of one root")
 
 func rootSpent(what string) error {
 	return fmt.Errorf("%w (%s, far more than a real host's files): not reading more of it", ErrRootSpent, what)
@@ -132,7 +131,7 @@ func capOf(p string) fileCap {
 }
 
 // ErrTooLarge is what a *TooLargeError is, for errors.Is.
-var ErrTooLarge error = &errconst.Error{Text: "file over its size cap"}
+var ErrTooLarge = errors.New("file over its size cap")
 
 // TooLargeError is the error for a file larger than its cap.
 type TooLargeError struct {
@@ -156,7 +155,7 @@ func (c fileCap) tooLarge(size int64) error {
 }
 
 // ErrNotRegular is what a *NotRegularError is, for errors.Is.
-var ErrNotRegular error = &errconst.Error{Text: "not a regular file"}
+var ErrNotRegular = errors.New("not a regular file")
 
 // NotRegularError is the error for a FIFO, device or socket where a file is read.
 type NotRegularError struct {

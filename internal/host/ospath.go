@@ -4,12 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"path"
-
-	"github.com/gpusplit/gpusplit/internal/errconst"
 )
 
 // ErrReadOnly is returned for a path of a Host that cannot be written: a snapshot.
-var ErrReadOnly error = &errconst.Error{Text: "a snapshot cannot be changed; run on the host itself (--root / or a directory)"}
+var ErrReadOnly = errors.New("a snapshot cannot be changed; run on the host itself (--root / or a directory)")
 
 // Writable reports whether paths of the Host can be written: a directory root, the live
 // machine included; not a snapshot archive.

@@ -3,13 +3,12 @@ package pve
 import (
 	"errors"
 
-	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/host"
 )
 
 // ErrWouldStop ends a check of a change that found reasons the write would stop: the
 // report that comes with it holds them, and nothing was written.
-var ErrWouldStop error = &errconst.Error{Text: "the write would stop, for the reasons in the report; nothing was written"}
+var ErrWouldStop = errors.New("the write would stop, for the reasons in the report; nothing was written")
 
 // WriteGuest writes one guest config edit with apply, under Proxmox's lock and with a
 // backup kept for command, or checks what would stop it: the files written, the problems

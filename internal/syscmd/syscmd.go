@@ -16,8 +16,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/gpusplit/gpusplit/internal/errconst"
 )
 
 // Dirs are where a command is looked for, in order: where Debian and Proxmox VE install
@@ -25,7 +23,7 @@ import (
 var Dirs = []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 // ErrNotInstalled is wrapped by the error for a command that is in none of Dirs.
-var ErrNotInstalled error = &errconst.Error{Text: "not installed"}
+var ErrNotInstalled = errors.New("not installed")
 
 // Timeout bounds one command when the caller's context has no earlier deadline.
 const Timeout = 30 * time.Second

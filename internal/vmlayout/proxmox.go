@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpusplit/gpusplit/internal/errconst"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/nccl"
@@ -20,7 +19,7 @@ import (
 )
 
 // ErrLaidOut says that a VM's GPUs are already in gpusplit's layout (pve vm-layout).
-var ErrLaidOut error = &errconst.Error{Text: "its GPUs are in gpusplit's NUMA layout (its args)"}
+var ErrLaidOut = errors.New("its GPUs are in gpusplit's NUMA layout (its args)")
 
 // MaxHostpci is the number of hostpciN entries qemu-server reads (hostpci0–hostpci15).
 const MaxHostpci = 16
