@@ -56,12 +56,12 @@ func NewRollbackReport(root string, j *Journal, k Kernel, todo []Prior, forced [
 
 // plainName is what a driver name looks like; anything else is quoted, so that a
 // newline or an escape in a journal or a damaged driver_override shows as what it is.
-var plainName = &lazyre.Regexp{Expr: `^[A-Za-z0-9_.-]+$`}
+var plainName = lazyre.New(`^[A-Za-z0-9_.-]+$`)
 
 // binding says how a device is bound: its driver and its driver_override.
 func binding(driver, override string) string {
 	q := func(s string) string {
-		if plainName.Get().MatchString(s) {
+		if plainName.MatchString(s) {
 			return s
 		}
 		return fmt.Sprintf("%q", s)

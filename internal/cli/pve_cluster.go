@@ -189,7 +189,7 @@ func guestLabel(doc pve.ClusterReport, id int) string {
 	return fmt.Sprintf("VM %d", id)
 }
 
-var gpuMinor = &lazyre.Regexp{Expr: `^/dev/nvidia(\d+)$`}
+var gpuMinor = lazyre.New(`^/dev/nvidia(\d+)$`)
 
 // guestGPUs says what a guest takes: a VM its mappings and how many of each, a container
 // its /dev/nvidiaN (in ranges) and how the nodes get in.
@@ -204,7 +204,7 @@ func guestGPUs(gu pve.ClusterGuestReport) string {
 	var minors []int
 	others := 0
 	for _, d := range gu.Devices {
-		if m := gpuMinor.Get().FindStringSubmatch(d); m != nil {
+		if m := gpuMinor.FindStringSubmatch(d); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			minors = append(minors, n)
 		} else {

@@ -48,7 +48,7 @@ func classOfXid(x int) (xidClass, bool) {
 }
 
 // Xid 154 (kernel_rc.c / gpu.c): "GPU recovery action changed from 0x%x (%s) to 0x%x (%s)".
-var recoveryRe = &lazyre.Regexp{Expr: `GPU recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x[0-9a-fA-F]+ \(([^)]*)\)`}
+var recoveryRe = lazyre.New(`GPU recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x[0-9a-fA-F]+ \(([^)]*)\)`)
 
 // gpuFailure is what the log says went wrong with one GPU.
 type gpuFailure struct {
@@ -131,7 +131,7 @@ func checkGPULost(e *Env) []Finding {
 		case f.Xid != 0:
 			c, ok := classOfXid(f.Xid)
 			if f.Xid == 154 {
-				m := recoveryRe.Get().FindStringSubmatch(f.Line)
+				m := recoveryRe.FindStringSubmatch(f.Line)
 				if m == nil || m[1] == "None" {
 					continue
 				}

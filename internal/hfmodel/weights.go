@@ -62,7 +62,7 @@ const (
 
 // The names that place a tensor.
 var (
-	layerIndex = &lazyre.Regexp{Expr: `(?:^|\.)(?:layers|h|blocks)\.(\d+)\.`}
+	layerIndex = lazyre.New(`(?:^|\.)(?:layers|h|blocks)\.(\d+)\.`)
 	visionPart = []string{"visual.", "vision_tower", "vision_model", "vision_encoder", "multi_modal_projector", "mm_projector", "audio_tower", "image_newline", "vision_embed"}
 )
 
@@ -91,7 +91,7 @@ func classify(name string, rank, layers int) (part, int) {
 	if strings.HasPrefix(name, "mtp.") || strings.Contains(name, ".mtp.") {
 		return partMTP, -1
 	}
-	if m := layerIndex.Get().FindStringSubmatch(name); m != nil {
+	if m := layerIndex.FindStringSubmatch(name); m != nil {
 		i, err := strconv.Atoi(m[1])
 		if err == nil && i < layers {
 			switch {

@@ -52,18 +52,18 @@ type guestScan struct {
 }
 
 var (
-	pidFile      = &lazyre.Regexp{Expr: `^(\d+)\.pid$`}
-	reservation  = &lazyre.Regexp{Expr: `^(\S+)\s(\d+)\s(?:time|pid):\d+$`}
-	configLine   = &lazyre.Regexp{Expr: `^([a-z][a-z_\-]*\d*):\s*(.*?)\s*$`}
-	rawLXCLine   = &lazyre.Regexp{Expr: `^(lxc\.[a-z0-9_\-.]+)(?::|\s*=)\s*(.*?)\s*$`}
-	sectionStart = &lazyre.Regexp{Expr: `^\[[^\]]+\]\s*$`}
+	pidFile      = lazyre.New(`^(\d+)\.pid$`)
+	reservation  = lazyre.New(`^(\S+)\s(\d+)\s(?:time|pid):\d+$`)
+	configLine   = lazyre.New(`^([a-z][a-z_\-]*\d*):\s*(.*?)\s*$`)
+	rawLXCLine   = lazyre.New(`^(lxc\.[a-z0-9_\-.]+)(?::|\s*=)\s*(.*?)\s*$`)
+	sectionStart = lazyre.New(`^\[[^\]]+\]\s*$`)
 )
 
 func newGuestScan(h *host.Host) *guestScan {
 	g := &guestScan{h: h, reserved: map[pci.Address]int{}}
 	names, _ := h.ReadDir(vmRunDir)
 	for _, n := range names {
-		m := pidFile.Get().FindStringSubmatch(n)
+		m := pidFile.FindStringSubmatch(n)
 		if m == nil {
 			continue
 		}
@@ -99,7 +99,7 @@ func newGuestScan(h *host.Host) *guestScan {
 	}
 	g.haveReservations = true
 	for _, line := range strings.Split(text, "\n") {
-		m := reservation.Get().FindStringSubmatch(line)
+		m := reservation.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -133,12 +133,12 @@ func (g *guestScan) config(kind string, id int, dir string) ([]configKey, bool) 
 func parseConfig(text string) []configKey {
 	var out []configKey
 	for _, line := range strings.Split(text, "\n") {
-		if sectionStart.Get().MatchString(line) {
+		if sectionStart.MatchString(line) {
 			break
 		}
-		if m := rawLXCLine.Get().FindStringSubmatch(line); m != nil {
+		if m := rawLXCLine.FindStringSubmatch(line); m != nil {
 			out = append(out, configKey{m[1], m[2]})
-		} else if m := configLine.Get().FindStringSubmatch(line); m != nil {
+		} else if m := configLine.FindStringSubmatch(line); m != nil {
 			out = append(out, configKey{m[1], m[2]})
 		}
 	}

@@ -122,12 +122,12 @@ func groupNotes(inv *Inventory) []string {
 
 // chipPrefix matches pci.ids names such as "GB202GL [RTX PRO 6000 Blackwell …]", whose
 // bracketed part is the name users know.
-var chipPrefix = &lazyre.Regexp{Expr: `^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`}
+var chipPrefix = lazyre.New(`^[A-Za-z0-9]+(?:GL|M)? \[(.+)\]$`)
 
 // Model is the name users know of a device: the bracketed part of a pci.ids name such as
 // "GB202GL [RTX PRO 6000 Blackwell …]", else its name.
 func Model(d *pci.Device) string {
-	if m := chipPrefix.Get().FindStringSubmatch(d.DeviceName); m != nil {
+	if m := chipPrefix.FindStringSubmatch(d.DeviceName); m != nil {
 		return m[1]
 	}
 	return d.Name()
@@ -233,7 +233,7 @@ func HeldBy(hs []holders.Holder) string {
 
 // ShortName is the name users know of a device named name, as Model.
 func ShortName(name string) string {
-	if m := chipPrefix.Get().FindStringSubmatch(name); m != nil {
+	if m := chipPrefix.FindStringSubmatch(name); m != nil {
 		return m[1]
 	}
 	return name

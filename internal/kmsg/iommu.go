@@ -32,9 +32,9 @@ var (
 	//	[DMA Read NO_PASID] Request device [0x00:0x02.0] fault addr 0x7c346000 [fault reason 0x06] PTE Read access is not set
 	//	[DMA Read] Request device [00:02.0] PASID ffffffff fault addr 9c000000 [fault reason 06] PTE Read access is not set
 	//	[DMA Write] Request device [00:02.0] fault addr 6df084000
-	dmarRe = &lazyre.Regexp{Expr: `^\[DMA (?:Read|Write)(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[((?:0x)?[0-9a-fA-F]{1,2}:(?:0x)?[0-9a-fA-F]{1,2}\.[0-7])\](?: PASID [0-9a-fA-F]+)? fault addr (?:0x)?([0-9a-fA-F]+)(?: \[fault reason (?:0x)?([0-9a-fA-F]+)\] ?(.*))?`}
+	dmarRe = lazyre.New(`^\[DMA (?:Read|Write)(?: NO_PASID| PASID 0x[0-9a-fA-F]+)?\] Request device \[((?:0x)?[0-9a-fA-F]{1,2}:(?:0x)?[0-9a-fA-F]{1,2}\.[0-7])\](?: PASID [0-9a-fA-F]+)? fault addr (?:0x)?([0-9a-fA-F]+)(?: \[fault reason (?:0x)?([0-9a-fA-F]+)\] ?(.*))?`)
 	// The oldest kernels printed the reason separately: "DMAR:[fault reason 05]PTE Write access is not set".
-	dmarReasonRe = &lazyre.Regexp{Expr: `^DMAR: ?\[fault reason (?:0x)?([0-9a-fA-F]+)\] ?(.*)`}
+	dmarReasonRe = lazyre.New(`^DMAR: ?\[fault reason (?:0x)?([0-9a-fA-F]+)\] ?(.*)`)
 )
 
 // ParseIOMMUFault recognises the IOMMU's reports of refused DMA:
@@ -73,7 +73,7 @@ func ParseIOMMUFault(msg string) (IOMMUFault, bool) {
 		out, ok = intelFault(line)
 		if ok && out.Reason == "" && i+1 < len(lines) {
 			// The oldest form's reason, when a log tool kept it in the same record.
-			if m := dmarReasonRe.Get().FindStringSubmatch(strings.TrimSpace(lines[i+1])); m != nil {
+			if m := dmarReasonRe.FindStringSubmatch(strings.TrimSpace(lines[i+1])); m != nil {
 				out.Reason = dmarReason(m[1], m[2])
 			}
 		}
@@ -97,7 +97,7 @@ func intelFault(line string) (IOMMUFault, bool) {
 	if !ok {
 		return IOMMUFault{}, false
 	}
-	m := dmarRe.Get().FindStringSubmatch(strings.TrimPrefix(rest, " "))
+	m := dmarRe.FindStringSubmatch(strings.TrimPrefix(rest, " "))
 	if m == nil {
 		return IOMMUFault{}, false
 	}
@@ -171,10 +171,10 @@ type SEVState struct {
 
 var (
 	// arch/x86/kvm/svm/sev.c: "SEV %s (ASIDs %u - %u)", also for SEV-ES and SEV-SNP.
-	sevRe = &lazyre.Regexp{Expr: `^(SEV|SEV-ES|SEV-SNP) (enabled|disabled|unusable) \(ASIDs \d+ - \d+\)`}
+	sevRe = lazyre.New(`^(SEV|SEV-ES|SEV-SNP) (enabled|disabled|unusable) \(ASIDs \d+ - \d+\)`)
 	// Older kernels: "SEV supported: %u ASIDs", "SEV-ES supported: %u ASIDs", and, in the
 	// first SNP kernels, "SEV-ES and SEV-SNP supported: %u ASIDs".
-	sevOldRe = &lazyre.Regexp{Expr: `^(SEV|SEV-ES|SEV-SNP|SEV-ES and SEV-SNP) supported: \d+ ASIDs`}
+	sevOldRe = lazyre.New(`^(SEV|SEV-ES|SEV-SNP|SEV-ES and SEV-SNP) supported: \d+ ASIDs`)
 )
 
 // ParseSEV recognises kvm_amd's report of SEV, SEV-ES and SEV-SNP:
@@ -191,11 +191,11 @@ func ParseSEV(msg string) (SEVState, bool) {
 	var out SEVState
 	found := eachLine(msg, func(line string) bool {
 		line, _ = cutTag(line, "kvm_amd: ", "SVM: ", "kvm: ")
-		if m := sevRe.Get().FindStringSubmatch(line); m != nil {
+		if m := sevRe.FindStringSubmatch(line); m != nil {
 			out = SEVState{Feature: m[1], State: m[2]}
 			return true
 		}
-		if m := sevOldRe.Get().FindStringSubmatch(line); m != nil {
+		if m := sevOldRe.FindStringSubmatch(line); m != nil {
 			feature := m[1]
 			if feature == "SEV-ES and SEV-SNP" {
 				feature = "SEV-SNP"
@@ -210,7 +210,7 @@ func ParseSEV(msg string) (SEVState, bool) {
 
 // drivers/iommu/amd/init.c iommu_snp_enable, now "SNP: %s, SNP cannot be supported.", once
 // "SEV-SNP: IOMMU is either disabled or configured in passthrough mode."
-var snpIOMMURe = &lazyre.Regexp{Expr: `^(?:SEV-)?SNP: (IOMMU\b.*?)(?:, SNP cannot be supported)?\.?$`}
+var snpIOMMURe = lazyre.New(`^(?:SEV-)?SNP: (IOMMU\b.*?)(?:, SNP cannot be supported)?\.?$`)
 
 // ParseSNPIOMMU recognises the AMD IOMMU driver's lines about SEV-SNP: "AMD-Vi: IOMMU SNP
 // support enabled." (supported), and the reasons it gives for not supporting it, returned
@@ -230,7 +230,7 @@ func ParseSNPIOMMU(msg string) (supported bool, reason string, ok bool) {
 			supported, reason = true, ""
 			return true
 		}
-		if m := snpIOMMURe.Get().FindStringSubmatch(line); m != nil {
+		if m := snpIOMMURe.FindStringSubmatch(line); m != nil {
 			supported, reason = false, m[1]
 			return true
 		}
@@ -241,7 +241,7 @@ func ParseSNPIOMMU(msg string) (supported bool, reason string, ok bool) {
 
 // drivers/iommu/iommu.c: "Default domain type: %s%s" ("%s %s" in older kernels, which left
 // a trailing blank).
-var defaultDomainRe = &lazyre.Regexp{Expr: `^Default domain type: (\w+)\s*(\(set via kernel command line\))?$`}
+var defaultDomainRe = lazyre.New(`^Default domain type: (\w+)\s*(\(set via kernel command line\))?$`)
 
 // ParseDefaultDomain recognises "iommu: Default domain type: Translated (set via kernel
 // command line)" and returns the type as printed ("Translated", "Passthrough", "Blocked",
@@ -252,7 +252,7 @@ func ParseDefaultDomain(msg string) (typ string, viaCmdline bool, ok bool) {
 	}
 	ok = eachLine(msg, func(line string) bool {
 		line, _ = cutTag(line, "iommu: ")
-		if m := defaultDomainRe.Get().FindStringSubmatch(line); m != nil {
+		if m := defaultDomainRe.FindStringSubmatch(line); m != nil {
 			typ, viaCmdline = m[1], m[2] != ""
 			return true
 		}
@@ -268,7 +268,7 @@ func IsPassthroughDisabledByEncryption(msg string) bool {
 	return strings.Contains(msg, "Memory encryption detected - Disabling default IOMMU Passthrough")
 }
 
-var unknownOptionRe = &lazyre.Regexp{Expr: `^(AMD-Vi|DMAR|intel_iommu|Intel-IOMMU): Unknown option - '(.*)'$`}
+var unknownOptionRe = lazyre.New(`^(AMD-Vi|DMAR|intel_iommu|Intel-IOMMU): Unknown option - '(.*)'$`)
 
 // ParseUnknownIOMMUOption recognises an IOMMU driver's complaint about a kernel parameter
 // it does not know, "AMD-Vi: Unknown option - 'on'" (amd_iommu=on) or "DMAR: Unknown option
@@ -279,7 +279,7 @@ func ParseUnknownIOMMUOption(msg string) (driver string, option string, ok bool)
 		return "", "", false
 	}
 	ok = eachLine(msg, func(line string) bool {
-		if m := unknownOptionRe.Get().FindStringSubmatch(line); m != nil {
+		if m := unknownOptionRe.FindStringSubmatch(line); m != nil {
 			driver, option = m[1], m[2]
 			return true
 		}
@@ -292,11 +292,11 @@ var (
 	// arch/x86/virt/svm/sev.c: "RMP table physical range [0x%016llx - 0x%016llx]" (before
 	// 6.11 "RMP table physical address [...]", before 6.9 without the brackets), under
 	// the "SEV-SNP: " prefix.
-	snpRMPRe = &lazyre.Regexp{Expr: `^SEV-SNP: RMP table physical (?:address|range) `}
+	snpRMPRe = lazyre.New(`^SEV-SNP: RMP table physical (?:address|range) `)
 	// drivers/crypto/ccp/sev-dev.c: "SEV-SNP API:%d.%d build:%d" once SNP is
 	// initialised, "SEV-SNP: failed to INIT rc %d, error %#x" when it is not.
-	snpAPIRe  = &lazyre.Regexp{Expr: `^SEV-SNP API:(\d+\.\d+) build:\s*\d+`}
-	snpInitRe = &lazyre.Regexp{Expr: `^SEV-SNP:\s+failed to INIT\b`}
+	snpAPIRe  = lazyre.New(`^SEV-SNP API:(\d+\.\d+) build:\s*\d+`)
+	snpInitRe = lazyre.New(`^SEV-SNP:\s+failed to INIT\b`)
 )
 
 // ParseSNPPlatform recognises what the platform says of SEV-SNP, as opposed to KVM:
@@ -309,18 +309,18 @@ func ParseSNPPlatform(msg string) (kind, version string, ok bool) {
 		return "", "", false
 	}
 	found := eachLine(msg, func(line string) bool {
-		if snpRMPRe.Get().MatchString(line) {
+		if snpRMPRe.MatchString(line) {
 			kind = "rmp"
 			return true
 		}
 		if _, _, rest, ok := devPrefix(line); ok {
 			line = strings.TrimSpace(rest)
 		}
-		if m := snpAPIRe.Get().FindStringSubmatch(line); m != nil {
+		if m := snpAPIRe.FindStringSubmatch(line); m != nil {
 			kind, version = "api", m[1]
 			return true
 		}
-		if snpInitRe.Get().MatchString(line) {
+		if snpInitRe.MatchString(line) {
 			kind = "init-failed"
 			return true
 		}

@@ -17,7 +17,7 @@ type Xid struct {
 // The driver's formats (open-gpu-kernel-modules, kernel_rc.c): "NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u[ GPU-CI:%02u]]): %d, "
 // then, up to R565 always and since R570 when a process is known, "pid=%s, name=%s, ",
 // then the message. Drivers before about R400 printed "Xid (0000:03:00)".
-var xidRe = &lazyre.Regexp{Expr: `NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (\d+), (?:pid=[^,]*, name=[^,]*, )?(.*)$`}
+var xidRe = lazyre.New(`NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (\d+), (?:pid=[^,]*, name=[^,]*, )?(.*)$`)
 
 // ParseXid recognises an Xid line:
 //
@@ -30,7 +30,7 @@ func ParseXid(msg string) (Xid, bool) {
 	}
 	var out Xid
 	found := eachLine(msg, func(line string) bool {
-		m := xidRe.Get().FindStringSubmatch(line)
+		m := xidRe.FindStringSubmatch(line)
 		if m == nil {
 			return false
 		}
@@ -46,12 +46,12 @@ func ParseXid(msg string) (Xid, bool) {
 
 var (
 	// osinit.c, at run time: "NVRM: GPU %04x:%02x:%02x.%x: GPU has fallen off the bus."
-	fallenRe = &lazyre.Regexp{Expr: `NVRM: GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): GPU has fallen off the bus`}
+	fallenRe = lazyre.New(`NVRM: GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): GPU has fallen off the bus`)
 	// osapi.c, at probe: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x" / "NVRM: (PCI ID: %04x:%04x) installed in this system has" /
 	// "NVRM: fallen off the bus and is not responding to commands."
-	fallenProbeRe = &lazyre.Regexp{Expr: `NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*\n\s*NVRM: \(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\) installed in this system has\s*\n\s*NVRM: fallen off the bus`}
+	fallenProbeRe = lazyre.New(`NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*\n\s*NVRM: \(PCI ID: [0-9a-fA-F]{4}:[0-9a-fA-F]{4}\) installed in this system has\s*\n\s*NVRM: fallen off the bus`)
 	// Drivers before the open modules: "NVRM: GPU at 0000:01:00.0 has fallen off the bus."
-	fallenOldRe = &lazyre.Regexp{Expr: `NVRM: GPU at (?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?) has fallen off the bus`}
+	fallenOldRe = lazyre.New(`NVRM: GPU at (?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?) has fallen off the bus`)
 )
 
 // ParseFallenOff recognises NVIDIA's message for a GPU that stopped answering on its
@@ -62,7 +62,7 @@ func ParseFallenOff(msg string) (string, bool) {
 		return "", false
 	}
 	for _, re := range []*lazyre.Regexp{fallenRe, fallenProbeRe, fallenOldRe} {
-		if m := re.Get().FindStringSubmatch(msg); m != nil {
+		if m := re.FindStringSubmatch(msg); m != nil {
 			return normDevice(strings.ToLower(m[1])), true
 		}
 	}
@@ -88,9 +88,9 @@ var (
 	// aer.c aer_print_error: "PCIe Bus Error: severity=%s, type=%s, (%s)"; severities
 	// "Corrected"/"Uncorrected (Non-Fatal)"/"Uncorrected (Fatal)" before about 6.8,
 	// "Correctable"/"Uncorrectable (…)" since.
-	aerSeverityRe = &lazyre.Regexp{Expr: `^PCIe Bus Error: severity=(Corrected|Correctable|Uncorrected \(Non-Fatal\)|Uncorrectable \(Non-Fatal\)|Uncorrected \(Fatal\)|Uncorrectable \(Fatal\))`}
+	aerSeverityRe = lazyre.New(`^PCIe Bus Error: severity=(Corrected|Correctable|Uncorrected \(Non-Fatal\)|Uncorrectable \(Non-Fatal\)|Uncorrected \(Fatal\)|Uncorrectable \(Fatal\))`)
 	// "   [%2d] %-22s%s": a bit of the status register, by name, " (First)" for the first.
-	aerBitRe = &lazyre.Regexp{Expr: `^\[\s*(\d+)\]\s+(\S.*?)\s*(?:\(First\))?\s*$`}
+	aerBitRe = lazyre.New(`^\[\s*(\d+)\]\s+(\S.*?)\s*(?:\(First\))?\s*$`)
 )
 
 // ParseAER recognises the AER lines that say what went wrong with a device:
@@ -109,7 +109,7 @@ func ParseAER(msg string) (AER, bool) {
 		rest = strings.TrimSpace(rest)
 		switch {
 		case strings.HasPrefix(rest, "PCIe Bus Error: "):
-			m := aerSeverityRe.Get().FindStringSubmatch(rest)
+			m := aerSeverityRe.FindStringSubmatch(rest)
 			if m == nil {
 				return false
 			}
@@ -124,7 +124,7 @@ func ParseAER(msg string) (AER, bool) {
 		case rest == "AER: can't recover (no error_detected callback)", rest == "device has no AER-aware driver":
 			out = AER{Device: bdf, Driver: driver, NoRecovery: true}
 		default:
-			m := aerBitRe.Get().FindStringSubmatch(rest)
+			m := aerBitRe.FindStringSubmatch(rest)
 			if m == nil {
 				return false
 			}
@@ -154,7 +154,7 @@ type InitFailure struct {
 
 // osinit.c: "NVRM: GPU %04x:%02x:%02x.%x: RmInitAdapter failed! (0x%x:0x%x:%d)"; drivers
 // before the open modules printed no GPU.
-var rmInitRe = &lazyre.Regexp{Expr: `NVRM: (?:GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?RmInitAdapter failed! \(0x([0-9a-fA-F]+):0x([0-9a-fA-F]+):\d+\)`}
+var rmInitRe = lazyre.New(`NVRM: (?:GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): )?RmInitAdapter failed! \(0x([0-9a-fA-F]+):0x([0-9a-fA-F]+):\d+\)`)
 
 // ParseRmInitFailed recognises "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)",
 // and the older "NVRM: RmInitAdapter failed! (0x30:0xffffffff:859)", whose Device is empty.
@@ -162,7 +162,7 @@ func ParseRmInitFailed(msg string) (InitFailure, bool) {
 	if !strings.Contains(msg, "RmInitAdapter failed") {
 		return InitFailure{}, false
 	}
-	m := rmInitRe.Get().FindStringSubmatch(msg)
+	m := rmInitRe.FindStringSubmatch(msg)
 	if m == nil {
 		return InitFailure{}, false
 	}
@@ -173,7 +173,7 @@ func ParseRmInitFailed(msg string) (InitFailure, bool) {
 
 // drivers/pci/pci.c: "Unable to change power state from %s to D0, device inaccessible"
 // (pci_power_up) and "Refused to change power state from %s to %s" (pci_set_low_power_state).
-var powerRe = &lazyre.Regexp{Expr: `^(?:Unable to change power state from (D3cold|D3hot|D[0-3]) to D0, device inaccessible|Refused to change power state from (D[0-3]\w*) to D[0-3]\w*|Refused to change power state, currently in (D[0-3]\w*))`}
+var powerRe = lazyre.New(`^(?:Unable to change power state from (D3cold|D3hot|D[0-3]) to D0, device inaccessible|Refused to change power state from (D[0-3]\w*) to D[0-3]\w*|Refused to change power state, currently in (D[0-3]\w*))`)
 
 // ParsePowerFailure recognises the PCI core's lines for a device that did not come out
 // of (or go into) a power state, and returns the device and the state it was stuck in.
@@ -186,7 +186,7 @@ func ParsePowerFailure(msg string) (device, state string, ok bool) {
 		if !ok {
 			return false
 		}
-		m := powerRe.Get().FindStringSubmatch(rest)
+		m := powerRe.FindStringSubmatch(rest)
 		if m == nil {
 			return false
 		}
@@ -197,12 +197,12 @@ func ParsePowerFailure(msg string) (device, state string, ok bool) {
 }
 
 // lib/ratelimit.c: "%s: %d callbacks suppressed", for the IOMMU drivers' fault reporters.
-var suppressedRe = &lazyre.Regexp{Expr: `^(amd_iommu_report_page_fault|dmar_fault): (\d+) callbacks suppressed`}
+var suppressedRe = lazyre.New(`^(amd_iommu_report_page_fault|dmar_fault): (\d+) callbacks suppressed`)
 
 // ParseSuppressedFaults recognises the kernel's count of IOMMU fault messages it did not
 // print ("amd_iommu_report_page_fault: 96 callbacks suppressed").
 func ParseSuppressedFaults(msg string) (int, bool) {
-	m := suppressedRe.Get().FindStringSubmatch(msg)
+	m := suppressedRe.FindStringSubmatch(msg)
 	if m == nil {
 		return 0, false
 	}

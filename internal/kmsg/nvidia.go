@@ -16,7 +16,7 @@ type NVRMBar struct {
 }
 
 // kernel-open/nvidia/nv-pci.c: "NVRM: BAR%d is %lluM @ 0x%llx (PCI:%04x:%02x:%02x.%x)".
-var nvrmBarRe = &lazyre.Regexp{Expr: `NVRM: BAR(\d+) is (\d+)M @ 0x([0-9a-fA-F]+) \(PCI:([0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-7])\)`}
+var nvrmBarRe = lazyre.New(`NVRM: BAR(\d+) is (\d+)M @ 0x([0-9a-fA-F]+) \(PCI:([0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-7])\)`)
 
 // ParseNVRMBar recognises the line the nvidia driver prints, after "NVRM: This PCI I/O
 // region assigned to your NVIDIA device is invalid:", for the BAR it rejects:
@@ -29,7 +29,7 @@ func ParseNVRMBar(msg string) (NVRMBar, bool) {
 	if !strings.Contains(msg, "NVRM: BAR") {
 		return NVRMBar{}, false
 	}
-	m := nvrmBarRe.Get().FindStringSubmatch(msg)
+	m := nvrmBarRe.FindStringSubmatch(msg)
 	if m == nil {
 		return NVRMBar{}, false
 	}
@@ -43,12 +43,12 @@ func ParseNVRMBar(msg string) (NVRMBar, bool) {
 	return NVRMBar{BAR: bar, SizeMB: size, Address: addr, Device: bdf}, true
 }
 
-var nvrmProbeRe = &lazyre.Regexp{Expr: `NVRM: The NVIDIA probe routine failed for (\d+) device\(s\)`}
+var nvrmProbeRe = lazyre.New(`NVRM: The NVIDIA probe routine failed for (\d+) device\(s\)`)
 
 // ParseNVRMProbeFailed recognises "NVRM: The NVIDIA probe routine failed for 2 device(s)."
 // and returns the count.
 func ParseNVRMProbeFailed(msg string) (devices int, ok bool) {
-	m := nvrmProbeRe.Get().FindStringSubmatch(msg)
+	m := nvrmProbeRe.FindStringSubmatch(msg)
 	if m == nil {
 		return 0, false
 	}
@@ -67,8 +67,8 @@ func IsNVRMNoneInitialized(msg string) bool {
 const nvidiaID = `NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)(?:\s|$)`
 
 var (
-	nvrmLoadingRe = &lazyre.Regexp{Expr: `^NVRM: loading ` + nvidiaID}
-	nvrmVersionRe = &lazyre.Regexp{Expr: `^NVRM version: ` + nvidiaID}
+	nvrmLoadingRe = lazyre.New(`^NVRM: loading ` + nvidiaID)
+	nvrmVersionRe = lazyre.New(`^NVRM version: ` + nvidiaID)
 )
 
 // ParseNVRMLoading recognises the banner the nvidia module prints when it loads and returns
@@ -81,7 +81,7 @@ func ParseNVRMLoading(msg string) (version string, ok bool) {
 		return "", false
 	}
 	eachLine(msg, func(line string) bool {
-		if m := nvrmLoadingRe.Get().FindStringSubmatch(line); m != nil {
+		if m := nvrmLoadingRe.FindStringSubmatch(line); m != nil {
 			version, ok = m[1], true
 		}
 		return ok
@@ -96,7 +96,7 @@ func ParseNVRMLoading(msg string) (version string, ok bool) {
 func ParseNVRMVersion(procVersion string) (string, bool) {
 	var version string
 	found := eachLine(procVersion, func(line string) bool {
-		if m := nvrmVersionRe.Get().FindStringSubmatch(line); m != nil {
+		if m := nvrmVersionRe.FindStringSubmatch(line); m != nil {
 			version = m[1]
 			return true
 		}
@@ -114,9 +114,9 @@ type APIMismatch struct {
 }
 
 var (
-	mismatchClientRe = &lazyre.Regexp{Expr: `^API mismatch: the client '([^']*)' \(pid (\d+)\)`}
-	mismatchHasRe    = &lazyre.Regexp{Expr: `^API mismatch: the client (?:'[^']*' \(pid \d+\) )?has the version ([^\s,]+?),? but\b`}
-	mismatchKernelRe = &lazyre.Regexp{Expr: `\bthis kernel module has the version (\S+?)\.?(?:\s|$)`}
+	mismatchClientRe = lazyre.New(`^API mismatch: the client '([^']*)' \(pid (\d+)\)`)
+	mismatchHasRe    = lazyre.New(`^API mismatch: the client (?:'[^']*' \(pid \d+\) )?has the version ([^\s,]+?),? but\b`)
+	mismatchKernelRe = lazyre.New(`\bthis kernel module has the version (\S+?)\.?(?:\s|$)`)
 )
 
 // ParseAPIMismatch recognises the nvidia module's "API mismatch" message, in the current
@@ -158,17 +158,17 @@ func ParseAPIMismatch(msg string) (APIMismatch, bool) {
 	}
 	text = text[i:]
 	var out APIMismatch
-	if m := mismatchClientRe.Get().FindStringSubmatch(text); m != nil {
+	if m := mismatchClientRe.FindStringSubmatch(text); m != nil {
 		pid, err := strconv.Atoi(m[2])
 		if err != nil {
 			return APIMismatch{}, false
 		}
 		out.Client, out.PID = m[1], pid
 	}
-	if m := mismatchHasRe.Get().FindStringSubmatch(text); m != nil {
+	if m := mismatchHasRe.FindStringSubmatch(text); m != nil {
 		out.ClientVersion = m[1]
 	}
-	if m := mismatchKernelRe.Get().FindStringSubmatch(text); m != nil {
+	if m := mismatchKernelRe.FindStringSubmatch(text); m != nil {
 		out.KernelVersion = m[1]
 	}
 	return out, true

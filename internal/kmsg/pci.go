@@ -23,12 +23,12 @@ const resource = `\[(?:mem|io)\s+(?:size (0x[0-9a-fA-F]+)|(0x[0-9a-fA-F]+)-(0x[0
 
 var (
 	// drivers/pci/setup-res.c since 6.8: "%s %pR: can't assign; no space".
-	barNew = &lazyre.Regexp{Expr: `^(BAR \d+|ROM|VF BAR \d+|bridge window) ` + resource +
-		`: (can't assign; no space|failed to assign|not assigned; can't enable device)`}
+	barNew = lazyre.New(`^(BAR \d+|ROM|VF BAR \d+|bridge window) ` + resource +
+		`: (can't assign; no space|failed to assign|not assigned; can't enable device)`)
 	// Before: "BAR %d: no space for %pR", "BAR %d: failed to assign %pR".
-	barOld = &lazyre.Regexp{Expr: `^BAR (\d+): (no space for|failed to assign) ` + resource}
+	barOld = lazyre.New(`^BAR (\d+): (no space for|failed to assign) ` + resource)
 	// pci_enable_resources before 6.8: "can't enable device: BAR %d %pR not assigned".
-	barOldEnable = &lazyre.Regexp{Expr: `^can't enable device: BAR (\d+) ` + resource + ` not assigned`}
+	barOldEnable = lazyre.New(`^can't enable device: BAR (\d+) ` + resource + ` not assigned`)
 )
 
 // resourceSize is the size a %pR match gives: its "size", or the length of its range.
@@ -66,11 +66,11 @@ func ParseBARFailure(msg string) (BARFailure, bool) {
 			return false
 		}
 		var res, what, size, start, end string
-		if m := barNew.Get().FindStringSubmatch(rest); m != nil {
+		if m := barNew.FindStringSubmatch(rest); m != nil {
 			res, size, start, end, what = m[1], m[2], m[3], m[4], m[5]
-		} else if m := barOld.Get().FindStringSubmatch(rest); m != nil {
+		} else if m := barOld.FindStringSubmatch(rest); m != nil {
 			res, what, size, start, end = "BAR "+m[1], m[2], m[3], m[4], m[5]
-		} else if m := barOldEnable.Get().FindStringSubmatch(rest); m != nil {
+		} else if m := barOldEnable.FindStringSubmatch(rest); m != nil {
 			res, size, start, end, what = "BAR "+m[1], m[2], m[3], m[4], "not assigned; can't enable device"
 		} else {
 			return false
@@ -100,9 +100,9 @@ type ProbeFailure struct {
 
 var (
 	// drivers/base/dd.c, older: pr_warn("%s: probe of %s failed with error %d\n").
-	probeOld = &lazyre.Regexp{Expr: `^([^\s:]+): probe of (\S+) failed with error (-?\d+)`}
+	probeOld = lazyre.New(`^([^\s:]+): probe of (\S+) failed with error (-?\d+)`)
 	// Newer: dev_err(dev, "probe with driver %s failed with error %d\n").
-	probeNew = &lazyre.Regexp{Expr: `^probe with driver (\S+) failed with error (-?\d+)`}
+	probeNew = lazyre.New(`^probe with driver (\S+) failed with error (-?\d+)`)
 )
 
 // ParseProbeFailure recognises the driver core's report of a failed probe, in both forms:
@@ -115,7 +115,7 @@ func ParseProbeFailure(msg string) (ProbeFailure, bool) {
 	}
 	var out ProbeFailure
 	found := eachLine(msg, func(line string) bool {
-		if m := probeOld.Get().FindStringSubmatch(line); m != nil {
+		if m := probeOld.FindStringSubmatch(line); m != nil {
 			n, err := strconv.Atoi(m[3])
 			if err != nil {
 				return false
@@ -124,7 +124,7 @@ func ParseProbeFailure(msg string) (ProbeFailure, bool) {
 			return true
 		}
 		if _, device, rest, ok := devPrefix(line); ok {
-			if m := probeNew.Get().FindStringSubmatch(rest); m != nil {
+			if m := probeNew.FindStringSubmatch(rest); m != nil {
 				n, err := strconv.Atoi(m[2])
 				if err != nil {
 					return false
@@ -151,7 +151,7 @@ type LinkLimit struct {
 
 // drivers/pci/pci.c __pcie_print_link_status: "%u.%03u Gb/s available PCIe bandwidth,
 // limited by %s x%d link at %s (capable of %u.%03u Gb/s with %s x%d link)".
-var linkLimitRe = &lazyre.Regexp{Expr: `^(\d+\.\d+ Gb/s) available PCIe bandwidth, limited by (.+? x\d+) link at (\S+) \(capable of (\d+\.\d+ Gb/s) with (.+? x\d+) link\)`}
+var linkLimitRe = lazyre.New(`^(\d+\.\d+ Gb/s) available PCIe bandwidth, limited by (.+? x\d+) link at (\S+) \(capable of (\d+\.\d+ Gb/s) with (.+? x\d+) link\)`)
 
 // ParseLinkLimit recognises the kernel's report of a downtrained PCIe link:
 //
@@ -169,7 +169,7 @@ func ParseLinkLimit(msg string) (LinkLimit, bool) {
 		if _, bdf, rest, ok := pciPrefix(line); ok {
 			device, line = bdf, rest
 		}
-		m := linkLimitRe.Get().FindStringSubmatch(line)
+		m := linkLimitRe.FindStringSubmatch(line)
 		if m == nil {
 			return false
 		}
@@ -195,7 +195,7 @@ func (e Enumerated) IsGPU() bool {
 
 // drivers/pci/probe.c pci_setup_device: "[%04x:%04x] type %02x class %#08x" and, since
 // 6.7, " %s" with what kind of function it is ("PCIe Legacy Endpoint").
-var enumeratedRe = &lazyre.Regexp{Expr: `^\[([0-9a-f]{4}):([0-9a-f]{4})\] type [0-9a-f]{2} class 0x([0-9a-f]{6})\b`}
+var enumeratedRe = lazyre.New(`^\[([0-9a-f]{4}):([0-9a-f]{4})\] type [0-9a-f]{2} class 0x([0-9a-f]{6})\b`)
 
 // ParseEnumerated recognises the kernel's line for a function found on the bus:
 //
@@ -214,7 +214,7 @@ func ParseEnumerated(msg string) (Enumerated, bool) {
 		if !ok {
 			return false
 		}
-		m := enumeratedRe.Get().FindStringSubmatch(rest)
+		m := enumeratedRe.FindStringSubmatch(rest)
 		if m == nil {
 			return false
 		}

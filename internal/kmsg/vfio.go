@@ -16,7 +16,7 @@ type NotReady struct {
 	GaveUp bool
 }
 
-var notReadyRe = &lazyre.Regexp{Expr: `^not ready \d+ms after (.+); (waiting|giving up)$`}
+var notReadyRe = lazyre.New(`^not ready \d+ms after (.+); (waiting|giving up)$`)
 
 // ParseNotReady recognises "vfio-pci 0000:01:00.0: not ready 65535ms after FLR; giving up".
 func ParseNotReady(msg string) (NotReady, bool) {
@@ -29,7 +29,7 @@ func ParseNotReady(msg string) (NotReady, bool) {
 		if !ok {
 			return false
 		}
-		m := notReadyRe.Get().FindStringSubmatch(rest)
+		m := notReadyRe.FindStringSubmatch(rest)
 		if m == nil {
 			return false
 		}
@@ -52,11 +52,11 @@ type VFIOError struct {
 
 var (
 	// QEMU hw/vfio/pci.c: "vfio: Cannot reset device %s, depends on group %d which is not owned."
-	cannotResetRe = &lazyre.Regexp{Expr: `vfio: Cannot reset device ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]), depends on group (\d+) which is not owned`}
+	cannotResetRe = lazyre.New(`vfio: Cannot reset device ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]), depends on group (\d+) which is not owned`)
 	// QEMU: "vfio %s: group %d is not viable" (older: "vfio error: %s: group %d is not viable").
-	notViableRe = &lazyre.Regexp{Expr: `vfio(?: error:)? ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): group (\d+) is not viable`}
+	notViableRe = lazyre.New(`vfio(?: error:)? ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): group (\d+) is not viable`)
 	// drivers/pci/pci.c __pci_request_region: "BAR %d: can't reserve %pR".
-	cantReserveRe = &lazyre.Regexp{Expr: `^(BAR \d+): can't reserve \[(?:mem|io)\s+(0x[0-9a-fA-F]+)-(0x[0-9a-fA-F]+)`}
+	cantReserveRe = lazyre.New(`^(BAR \d+): can't reserve \[(?:mem|io)\s+(0x[0-9a-fA-F]+)-(0x[0-9a-fA-F]+)`)
 )
 
 // ParseVFIOError recognises:
@@ -65,11 +65,11 @@ var (
 //	qemu-system-x86_64: -device vfio-pci,host=01:00.0: vfio error: 0000:01:00.0: group 1 is not viable
 //	vfio-pci 0000:c3:00.0: BAR 0: can't reserve [mem 0x2800000000-0x2fffffffff 64bit pref]
 func ParseVFIOError(msg string) (VFIOError, bool) {
-	if m := cannotResetRe.Get().FindStringSubmatch(msg); m != nil {
+	if m := cannotResetRe.FindStringSubmatch(msg); m != nil {
 		g, _ := strconv.Atoi(m[2])
 		return VFIOError{Device: strings.ToLower(m[1]), Kind: "reset", Group: g}, true
 	}
-	if m := notViableRe.Get().FindStringSubmatch(msg); m != nil {
+	if m := notViableRe.FindStringSubmatch(msg); m != nil {
 		g, _ := strconv.Atoi(m[2])
 		return VFIOError{Device: strings.ToLower(m[1]), Kind: "group", Group: g}, true
 	}
@@ -82,7 +82,7 @@ func ParseVFIOError(msg string) (VFIOError, bool) {
 		if !ok {
 			return false
 		}
-		m := cantReserveRe.Get().FindStringSubmatch(rest)
+		m := cantReserveRe.FindStringSubmatch(rest)
 		if m == nil {
 			return false
 		}

@@ -1,6 +1,6 @@
-// Package lazyre compiles a regular expression on its first use rather than at package
-// initialisation, so that a command pays only for the expressions it runs: a program
-// that starts for one command must not compile every parser's patterns first.
+// Package lazyre compiles a regular expression on its first use, as the Go tree's own
+// internal/lazyregexp does: a command pays only for the expressions it runs, and a
+// parser's patterns are not all compiled before the first line of output.
 package lazyre
 
 import (
@@ -8,24 +8,34 @@ import (
 	"sync"
 )
 
-// Regexp is a regular expression compiled the first time it is used. Declared as a
-// pointer to a literal,
-//
-//	var version = &lazyre.Regexp{Expr: `^(\d+)\.(\d+)$`}
-//
-// it is data that the linker lays out: the package's initialisation does nothing for
-// it, not even run a call.
+// Regexp is a regular expression compiled the first time one of its methods is called.
 type Regexp struct {
-	Expr string
+	expr string
 	once sync.Once
-	re   *regexp.Regexp
+	rx   *regexp.Regexp
 }
 
-// Get returns the compiled expression, the same *regexp.Regexp at every call. Like
-// regexp.MustCompile, it panics on an expression that does not compile, at the first
-// call; TestExpressionsCompile compiles every expression of the module, so a bad one
-// fails a test.
-func (r *Regexp) Get() *regexp.Regexp {
-	r.once.Do(func() { r.re = regexp.MustCompile(r.Expr) })
-	return r.re
+// New returns expr, to be compiled at its first use. Like regexp.MustCompile, it panics
+// on an expression that does not compile, at that first use; TestExpressionsCompile
+// compiles every expression given to New in the module, so a bad one fails a test.
+func New(expr string) *Regexp { return &Regexp{expr: expr} }
+
+// re returns the compiled expression, the same *regexp.Regexp at every call.
+func (r *Regexp) re() *regexp.Regexp {
+	r.once.Do(func() { r.rx = regexp.MustCompile(r.expr) })
+	return r.rx
 }
+
+// MatchString is regexp's MatchString.
+func (r *Regexp) MatchString(s string) bool { return r.re().MatchString(s) }
+
+// FindStringSubmatch is regexp's FindStringSubmatch.
+func (r *Regexp) FindStringSubmatch(s string) []string { return r.re().FindStringSubmatch(s) }
+
+// FindAllStringSubmatch is regexp's FindAllStringSubmatch.
+func (r *Regexp) FindAllStringSubmatch(s string, n int) [][]string {
+	return r.re().FindAllStringSubmatch(s, n)
+}
+
+// ReplaceAllString is regexp's ReplaceAllString.
+func (r *Regexp) ReplaceAllString(src, repl string) string { return r.re().ReplaceAllString(src, repl) }

@@ -43,7 +43,7 @@ func sources(t *testing.T) (*token.FileSet, map[string]*ast.File) {
 	return fset, files
 }
 
-// Every expression of a lazyre.Regexp compiles, though the first call may lie on a path no
+// Every expression given to lazyre.New compiles, though the first call may lie on a path no
 // other test takes.
 func TestExpressionsCompile(t *testing.T) {
 	fset, files := sources(t)
@@ -71,33 +71,28 @@ func TestExpressionsCompile(t *testing.T) {
 	for p, f := range files {
 		constant := func(e ast.Expr) (string, bool) { return constant(e, consts[filepath.Dir(p)]) }
 		ast.Inspect(f, func(x ast.Node) bool {
-			lit, ok := x.(*ast.CompositeLit)
+			call, ok := x.(*ast.CallExpr)
 			if !ok {
 				return true
 			}
-			sel, ok := lit.Type.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "Regexp" {
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "New" {
 				return true
 			}
 			if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "lazyre" {
 				return true
 			}
-			var expr string
-			ok = false
-			for _, e := range lit.Elts {
-				if kv, isKV := e.(*ast.KeyValueExpr); isKV {
-					if k, isIdent := kv.Key.(*ast.Ident); isIdent && k.Name == "Expr" {
-						expr, ok = constant(kv.Value)
-					}
-				}
+			expr, ok := "", len(call.Args) == 1
+			if ok {
+				expr, ok = constant(call.Args[0])
 			}
 			if !ok {
-				t.Errorf("%s: a lazyre.Regexp whose Expr is not a string constant", fset.Position(lit.Pos()))
+				t.Errorf("%s: lazyre.New of an expression that is not a string constant", fset.Position(call.Pos()))
 				return true
 			}
 			n++
 			if _, err := regexp.Compile(expr); err != nil {
-				t.Errorf("%s: %v", fset.Position(lit.Pos()), err)
+				t.Errorf("%s: %v", fset.Position(call.Pos()), err)
 			}
 			return true
 		})
@@ -136,11 +131,11 @@ func constant(e ast.Expr, consts map[string]ast.Expr) (string, bool) {
 }
 
 func TestRegexp(t *testing.T) {
-	re := &Regexp{Expr: `^a(b+)$`}
-	if re.Get() != re.Get() {
+	re := New(`^a(b+)$`)
+	if re.re() != re.re() {
 		t.Error("a second call compiled again")
 	}
-	if m := re.Get().FindStringSubmatch("abb"); len(m) != 2 || m[1] != "bb" {
+	if m := re.FindStringSubmatch("abb"); len(m) != 2 || m[1] != "bb" {
 		t.Errorf("match %q", m)
 	}
 }

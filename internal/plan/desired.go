@@ -163,7 +163,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 				return nil, f.at(t, t.driverKey, -1, fmt.Sprintf("%s: %v", t.what(), err))
 			}
 		}
-		if t.mapping != "" && !mappingID.Get().MatchString(t.mapping) {
+		if t.mapping != "" && !mappingID.MatchString(t.mapping) {
 			return nil, f.at(t, "mapping", -1, fmt.Sprintf("%s: mapping = %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_' (what pvesh create /cluster/mapping/pci --id accepts)", t.what(), t.mapping))
 		}
 		if t.kind == "pool" && len(t.vms) > 0 && t.mapping == "" {
@@ -201,10 +201,10 @@ func ParseFile(name string, data []byte) (*File, error) {
 // Proxmox's rules for the names split.toml gives: a mapping id is a pve-configid
 // (pve-common's $CONFIGID_RE, [a-z][a-z0-9_-]+ without regard to case), a guest id a
 // pve-vmid (100 to 999999999; lower ids are reserved).
-var mappingID = &lazyre.Regexp{Expr: `^[a-zA-Z][a-zA-Z0-9_-]+$`}
+var mappingID = lazyre.New(`^[a-zA-Z][a-zA-Z0-9_-]+$`)
 
 // ValidMappingID reports whether id is a name Proxmox accepts for a mapping.
-func ValidMappingID(id string) bool { return mappingID.Get().MatchString(id) }
+func ValidMappingID(id string) bool { return mappingID.MatchString(id) }
 
 const (
 	minGuestID = 100

@@ -33,8 +33,8 @@ type Scan struct {
 }
 
 var (
-	lxcCgroup = &lazyre.Regexp{Expr: `/lxc(?:\.payload)?[/.](\d+)(?:/|$)`}
-	vmCgroup  = &lazyre.Regexp{Expr: `/qemu\.slice/(\d+)\.scope(?:/|$)`}
+	lxcCgroup = lazyre.New(`/lxc(?:\.payload)?[/.](\d+)(?:/|$)`)
+	vmCgroup  = lazyre.New(`/qemu\.slice/(\d+)\.scope(?:/|$)`)
 )
 
 // OpenFiles lists the processes that have a file open for which match returns true.
@@ -100,10 +100,10 @@ func Guest(cgroup string) (container, vm int) {
 				path = line[i+1:]
 			}
 		}
-		if m := lxcCgroup.Get().FindStringSubmatch(path); m != nil {
+		if m := lxcCgroup.FindStringSubmatch(path); m != nil {
 			container, _ = strconv.Atoi(m[1])
 		}
-		if m := vmCgroup.Get().FindStringSubmatch(path); m != nil {
+		if m := vmCgroup.FindStringSubmatch(path); m != nil {
 			vm, _ = strconv.Atoi(m[1])
 		}
 	}

@@ -98,7 +98,7 @@ func ParseMembers(data []byte) (*Members, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("%s: %v", MembersPath, err)
 	}
-	if raw.Nodename == nil || !nodeName.Get().MatchString(*raw.Nodename) {
+	if raw.Nodename == nil || !nodeName.MatchString(*raw.Nodename) {
 		return nil, fmt.Errorf("%s has no valid nodename: it is not the file pmxcfs writes", MembersPath)
 	}
 	m := &Members{Node: *raw.Nodename}
@@ -126,8 +126,8 @@ type section struct {
 }
 
 var (
-	sectionHeader = &lazyre.Regexp{Expr: `^(\S+):\s*(\S+)\s*$`}
-	sectionKey    = &lazyre.Regexp{Expr: `^\s+(\S+)(\s+(.*\S))?\s*$`}
+	sectionHeader = lazyre.New(`^(\S+):\s*(\S+)\s*$`)
+	sectionKey    = lazyre.New(`^\s+(\S+)(\s+(.*\S))?\s*$`)
 )
 
 // parseSections reads a SectionConfig file as PVE::SectionConfig's parse_config does:
@@ -165,7 +165,7 @@ func parseSections(name, data string) ([]section, []string) {
 			continue
 		}
 		if cur == nil {
-			m := sectionHeader.Get().FindStringSubmatch(l)
+			m := sectionHeader.FindStringSubmatch(l)
 			if m == nil {
 				if strings.TrimSpace(l) != "" {
 					warnings = append(warnings, fmt.Sprintf("%s:%d: not a section header, ignored as Proxmox ignores it: %q", name, i+1, l))
@@ -175,7 +175,7 @@ func parseSections(name, data string) ([]section, []string) {
 			cur = &section{Type: strings.ToLower(m[1]), ID: m[2], Props: map[string]string{}, Set: map[string]bool{}}
 			continue
 		}
-		m := sectionKey.Get().FindStringSubmatch(l)
+		m := sectionKey.FindStringSubmatch(l)
 		if m == nil {
 			if strings.TrimSpace(l) == "" {
 				warnings = append(warnings, fmt.Sprintf("%s:%d: this blank line holds spaces or tabs: Proxmox does not end section %s here", name, i+1, cur.ID))
@@ -213,14 +213,14 @@ func parseBool(v string) (bool, bool) {
 }
 
 // nodePriority reads "node[:priority]" as PVE::HA::Tools::parse_node_priority.
-var nodePriority = &lazyre.Regexp{Expr: `^([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)(:(\d+))?$`}
+var nodePriority = lazyre.New(`^([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)(:(\d+))?$`)
 
 // haNodes are the nodes of a node list (nodes of a group or node-affinity rule), the
 // entries that are no node skipped as HA skips them.
 func haNodes(v string) []string {
 	var out []string
 	for _, e := range splitList(v) {
-		if m := nodePriority.Get().FindStringSubmatch(e); m != nil && !slices.Contains(out, m[1]) {
+		if m := nodePriority.FindStringSubmatch(e); m != nil && !slices.Contains(out, m[1]) {
 			out = append(out, m[1])
 		}
 	}
@@ -421,7 +421,7 @@ func (c *Cluster) readGuests(h *host.Host) error {
 	}
 	var strays []string
 	for _, node := range nodes {
-		if !nodeName.Get().MatchString(node) || !h.IsDir(NodesDir+"/"+node) {
+		if !nodeName.MatchString(node) || !h.IsDir(NodesDir+"/"+node) {
 			continue // pmxcfs lists guests only under valid node names
 		}
 		c.dirs = append(c.dirs, node)
@@ -498,7 +498,7 @@ func clusterGuest(g *Guest, node string) (ClusterGuest, bool) {
 			}
 			u := &cg.Uses[i]
 			u.Keys = append(u.Keys, k.Name)
-			if md, ok := props["mdev"]; !ok || nvidiaVGPU.Get().MatchString(md) {
+			if md, ok := props["mdev"]; !ok || nvidiaVGPU.MatchString(md) {
 				u.Exclusive = append(u.Exclusive, k.Name)
 			}
 			u.Needs = max(len(u.Exclusive), 1)
@@ -530,7 +530,7 @@ func clusterGuest(g *Guest, node string) (ClusterGuest, bool) {
 
 // nvidiaVGPU is an NVIDIA vGPU type as qemu-server takes it in mdev= on drivers without
 // mediated devices: each takes a virtual function of its own.
-var nvidiaVGPU = &lazyre.Regexp{Expr: `^nvidia-\d+$`}
+var nvidiaVGPU = lazyre.New(`^nvidia-\d+$`)
 
 // readHA reads the HA resources and their node affinity, and the pairs of resources a
 // negative resource-affinity rule keeps on different nodes.

@@ -15,7 +15,7 @@ import (
 // The nvidia driver's device nodes a CUDA container needs besides its GPUs.
 var controlNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
 
-var gpuNode = &lazyre.Regexp{Expr: `^/dev/nvidia(\d+)$`}
+var gpuNode = lazyre.New(`^/dev/nvidia(\d+)$`)
 
 // isNvidiaNode reports whether a device path belongs to the nvidia driver.
 func isNvidiaNode(p string) bool {
@@ -117,7 +117,7 @@ func (s *syncer) containerGPUs(g *Guest, byMinor map[int]pci.Address) []pci.Addr
 		case k.Name == "lxc.mount.entry":
 			p, _, _ = strings.Cut(k.Value, " ")
 		}
-		if m := gpuNode.Get().FindStringSubmatch(p); m != nil {
+		if m := gpuNode.FindStringSubmatch(p); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			if a, ok := byMinor[n]; ok {
 				out = append(out, a)
@@ -141,11 +141,11 @@ func (s *syncer) setContainerGPUs(g *Guest, gpus []pci.Address, c *Change) {
 	for _, k := range g.Keys() {
 		if k.Name == "lxc.mount.entry" && isNvidiaNode(firstField(k.Value)) {
 			style = "mount"
-			if f := strings.Fields(k.Value); len(f) > 2 && gpuNode.Get().MatchString(f[0]) {
+			if f := strings.Fields(k.Value); len(f) > 2 && gpuNode.MatchString(f[0]) {
 				mountOpts = strings.Join(f[2:], " ")
 			}
 		}
-		if strings.HasPrefix(k.Name, "dev") && gpuNode.Get().MatchString(DevPath(k.Value)) {
+		if strings.HasPrefix(k.Name, "dev") && gpuNode.MatchString(DevPath(k.Value)) {
 			style = "dev"
 			if _, opts, ok := strings.Cut(k.Value, ","); ok {
 				options = "," + opts
@@ -169,7 +169,7 @@ func (s *syncer) setContainerGPUs(g *Guest, gpus []pci.Address, c *Change) {
 		}
 		drop := false
 		switch {
-		case gpuNode.Get().MatchString(p):
+		case gpuNode.MatchString(p):
 			drop = !wantNode[p]
 		default: // control, uvm and caps nodes
 			drop = !needControl

@@ -32,9 +32,9 @@ type Guest struct {
 }
 
 var (
-	guestKey    = &lazyre.Regexp{Expr: `^([a-z][a-z_\-]*\d*):\s*(.*?)\s*$`}
-	rawLXC      = &lazyre.Regexp{Expr: `^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$`}
-	sectionHead = &lazyre.Regexp{Expr: `^\[[^\]]+\]\s*$`}
+	guestKey    = lazyre.New(`^([a-z][a-z_\-]*\d*):\s*(.*?)\s*$`)
+	rawLXC      = lazyre.New(`^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$`)
+	sectionHead = lazyre.New(`^\[[^\]]+\]\s*$`)
 )
 
 // ParseGuest reads a VM (kind QEMU) or container (kind LXC) config.
@@ -51,7 +51,7 @@ func ParseGuest(name, kind string, id int, data string) (*Guest, error) {
 	}
 	g.main = len(g.lines)
 	for i, l := range g.lines {
-		if sectionHead.Get().MatchString(l.text) {
+		if sectionHead.MatchString(l.text) {
 			g.main = i
 			break
 		}
@@ -74,9 +74,9 @@ func (g *Guest) Keys() []Key {
 	var out []Key
 	for i := range g.main {
 		t := g.lines[i].text
-		if m := rawLXC.Get().FindStringSubmatch(t); m != nil {
+		if m := rawLXC.FindStringSubmatch(t); m != nil {
 			out = append(out, Key{Name: m[1], Value: m[3], line: i})
-		} else if m := guestKey.Get().FindStringSubmatch(t); m != nil {
+		} else if m := guestKey.FindStringSubmatch(t); m != nil {
 			out = append(out, Key{Name: m[1], Value: m[2], line: i})
 		}
 	}
@@ -111,7 +111,7 @@ func (g *Guest) Set(key, value string) {
 		// After the last key line of the main section (or at its start).
 		insertAt = 0
 		for i := range g.main {
-			if guestKey.Get().MatchString(g.lines[i].text) || rawLXC.Get().MatchString(g.lines[i].text) {
+			if guestKey.MatchString(g.lines[i].text) || rawLXC.MatchString(g.lines[i].text) {
 				insertAt = i + 1
 			}
 		}
@@ -130,7 +130,7 @@ func (g *Guest) AddRaw(key, value string) {
 	}
 	if at < 0 {
 		for i := range g.main {
-			if guestKey.Get().MatchString(g.lines[i].text) {
+			if guestKey.MatchString(g.lines[i].text) {
 				at = i + 1
 			}
 		}

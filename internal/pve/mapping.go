@@ -144,9 +144,9 @@ type MappingFile struct {
 }
 
 var (
-	pciPath   = &lazyre.Regexp{Expr: `^[a-f0-9]{4,}:[a-f0-9]{2}:[a-f0-9]{2}(\.[a-f0-9])?$`}
-	hexID     = &lazyre.Regexp{Expr: `^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$`}
-	nodeName  = &lazyre.Regexp{Expr: `^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`}
+	pciPath   = lazyre.New(`^[a-f0-9]{4,}:[a-f0-9]{2}:[a-f0-9]{2}(\.[a-f0-9])?$`)
+	hexID     = lazyre.New(`^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$`)
+	nodeName  = lazyre.New(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
 	mapKeys   = []string{"description", "id", "iommugroup", "node", "path", "subsystem-id"}
 	boolProps = []string{"mdev", "live-migration-capable"}
 )
@@ -252,14 +252,14 @@ func parseMapEntry(s string) (MapEntry, error) {
 		seen[k] = true
 		switch k {
 		case "node":
-			if !nodeName.Get().MatchString(v) {
+			if !nodeName.MatchString(v) {
 				return e, fmt.Errorf("map %q: node %q is not a node name", s, v)
 			}
 			e.Node = v
 		case "path":
 			for _, p := range strings.Split(v, ";") {
-				if !pciPath.Get().MatchString(p) {
-					if pciPath.Get().MatchString(strings.ToLower(p)) {
+				if !pciPath.MatchString(p) {
+					if pciPath.MatchString(strings.ToLower(p)) {
 						return e, fmt.Errorf("map %q: path %q is upper case; Proxmox rejects it (write %s)", s, p, strings.ToLower(p))
 					}
 					return e, fmt.Errorf("map %q: path %q is not a PCI address with its domain (0000:81:00.0)", s, p)
@@ -267,7 +267,7 @@ func parseMapEntry(s string) (MapEntry, error) {
 			}
 			e.Path = v
 		case "id", "subsystem-id":
-			if !hexID.Get().MatchString(v) {
+			if !hexID.MatchString(v) {
 				return e, fmt.Errorf("map %q: %s %q is not vendor:device", s, k, v)
 			}
 			if k == "id" {

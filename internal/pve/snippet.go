@@ -226,7 +226,7 @@ func SnippetUsers(h *host.Host, vol string) ([]SnippetUser, []string, error) {
 	var users []SnippetUser
 	var notes []string
 	for _, node := range nodes {
-		if !nodeName.Get().MatchString(node) || !h.IsDir(NodesDir+"/"+node) {
+		if !nodeName.MatchString(node) || !h.IsDir(NodesDir+"/"+node) {
 			continue
 		}
 		for _, kind := range []string{QEMU, LXC} {
@@ -325,7 +325,7 @@ func GuestNodes(h *host.Host, kind string, id int) (own string, others []NodeWhy
 		return "", nil, nil, err
 	}
 	for _, node := range dirs {
-		if !nodeName.Get().MatchString(node) || !h.IsDir(NodesDir+"/"+node) {
+		if !nodeName.MatchString(node) || !h.IsDir(NodesDir+"/"+node) {
 			continue
 		}
 		c.dirs = append(c.dirs, node)

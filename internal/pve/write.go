@@ -342,7 +342,7 @@ func parsesBack(path, old, data string) error {
 		}
 		for i, l := range splitLines(data) {
 			t := strings.TrimSpace(l.text)
-			if t == "" || strings.HasPrefix(t, "#") || had[l.text] || sectionHead.Get().MatchString(t) || guestKey.Get().MatchString(t) || rawLXC.Get().MatchString(t) {
+			if t == "" || strings.HasPrefix(t, "#") || had[l.text] || sectionHead.MatchString(t) || guestKey.MatchString(t) || rawLXC.MatchString(t) {
 				continue
 			}
 			return &LineError{File: path, Line: i + 1, Msg: fmt.Sprintf("%q is not a key: value line", l.text)}
@@ -354,9 +354,9 @@ func parsesBack(path, old, data string) error {
 // guestFile is the shape of the guest configs gpusplit writes: this node's VMs and
 // containers by ID, through /etc/pve/qemu-server and /etc/pve/lxc, the names Proxmox
 // locks them by (GuestPath). VMIDs run from 100 to 999999999.
-var guestFile = &lazyre.Regexp{Expr: `^/etc/pve/(qemu-server|lxc)/[1-9][0-9]{0,8}\.conf$`}
+var guestFile = lazyre.New(`^/etc/pve/(qemu-server|lxc)/[1-9][0-9]{0,8}\.conf$`)
 
-func isGuestPath(p string) bool { return guestFile.Get().MatchString(p) }
+func isGuestPath(p string) bool { return guestFile.MatchString(p) }
 
 // writes says whether path is a file gpusplit writes: pci.cfg or a guest config of this
 // node. Anything else, whatever its prefix, is refused before a lock is taken.

@@ -49,9 +49,9 @@ var numberedKeys = []string{"hostpci", "dev", "numa"}
 // key (':' or '='), a section header ([snapshot], [PENDING], [special:cloudinit]). A line
 // that is none of these gpusplit does not read, so it is not kept either.
 var (
-	guestKeyLine = &lazyre.Regexp{Expr: `^([a-z][a-z_\-]*\d*):\s*(.*?)\s*$`}
-	rawLXCLine   = &lazyre.Regexp{Expr: `^(lxc\.[a-z0-9_\-.]+)(?::|\s*=)\s*(.*?)\s*$`}
-	sectionLine  = &lazyre.Regexp{Expr: `^\[[^\]]+\]\s*$`}
+	guestKeyLine = lazyre.New(`^([a-z][a-z_\-]*\d*):\s*(.*?)\s*$`)
+	rawLXCLine   = lazyre.New(`^(lxc\.[a-z0-9_\-.]+)(?::|\s*=)\s*(.*?)\s*$`)
+	sectionLine  = lazyre.New(`^\[[^\]]+\]\s*$`)
 )
 
 // keptKey reports whether a guest config key is one gpusplit reads.
@@ -83,13 +83,13 @@ func reduceGuest(file string, data []byte) ([]byte, Redaction) {
 			rest = ""
 		}
 		key, value := "", ""
-		if m := rawLXCLine.Get().FindStringSubmatch(line); m != nil {
+		if m := rawLXCLine.FindStringSubmatch(line); m != nil {
 			key, value = m[1], m[2]
-		} else if m := guestKeyLine.Get().FindStringSubmatch(line); m != nil {
+		} else if m := guestKeyLine.FindStringSubmatch(line); m != nil {
 			key, value = m[1], m[2]
 		}
 		switch {
-		case strings.TrimSpace(line) == "", sectionLine.Get().MatchString(line):
+		case strings.TrimSpace(line) == "", sectionLine.MatchString(line):
 		case strings.HasPrefix(line, "#"):
 			r.LeftOut["description"]++
 			continue

@@ -18,12 +18,12 @@ import (
 const IDPrefix = "gpusplit-"
 
 // ownDevice matches one of gpusplit's -device options in an args line.
-var ownDevice = &lazyre.Regexp{Expr: `\s*-device\s+[^\s]*\bid=` + IDPrefix + `[^\s]*`}
+var ownDevice = lazyre.New(`\s*-device\s+[^\s]*\bid=` + IDPrefix + `[^\s]*`)
 
 // HasLayout says whether a VM's args hold gpusplit's devices.
 func HasLayout(g *pve.Guest) bool {
 	args, _ := g.Get("args")
-	return ownDevice.Get().MatchString(args)
+	return ownDevice.MatchString(args)
 }
 
 // Layout is the NUMA-true PCIe layout given to a VM.
@@ -251,7 +251,7 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 	}
 	l.Args = strings.Join(devs, " ")
 	args, _ := g.Get("args")
-	args = strings.TrimSpace(ownDevice.Get().ReplaceAllString(args, ""))
+	args = strings.TrimSpace(ownDevice.ReplaceAllString(args, ""))
 	if args != "" {
 		args += " "
 	}

@@ -114,16 +114,16 @@ func (m *Manifest) sharedClique() int {
 }
 
 // cliqueSet matches the -set option that puts a qemu-server device in a clique.
-var cliqueSet = &lazyre.Regexp{Expr: `-set\s+device\.(hostpci\d+)\.x-nv-gpudirect-clique=(\d+)`}
+var cliqueSet = lazyre.New(`-set\s+device\.(hostpci\d+)\.x-nv-gpudirect-clique=(\d+)`)
 
 // cliqueProp matches the property on one of vm-layout's own vfio-pci devices.
-var cliqueProp = &lazyre.Regexp{Expr: `,x-nv-gpudirect-clique=\d+`}
+var cliqueProp = lazyre.New(`,x-nv-gpudirect-clique=\d+`)
 
 // readCliques returns the clique each hostpciN is given in the VM's args.
 func readCliques(g *pve.Guest) map[string]int {
 	args, _ := g.Get("args")
 	out := map[string]int{}
-	for _, m := range cliqueSet.Get().FindAllStringSubmatch(args, -1) {
+	for _, m := range cliqueSet.FindAllStringSubmatch(args, -1) {
 		n, _ := strconv.Atoi(m[2])
 		out[m[1]] = n
 	}
@@ -192,7 +192,7 @@ func SetClique(g *pve.Guest, m *Manifest, n int) ([]string, error) {
 		return nil, fmt.Errorf("VM %d passes %d GPU: a clique is for peer access between GPUs", g.ID, len(gpus))
 	}
 	args, _ := g.Get("args")
-	args = strings.TrimSpace(cliqueSet.Get().ReplaceAllString(args, ""))
+	args = strings.TrimSpace(cliqueSet.ReplaceAllString(args, ""))
 	args = strings.Join(strings.Fields(args), " ")
 	var sets []string
 	for _, k := range gpus {
@@ -215,7 +215,7 @@ func SetLayoutClique(g *pve.Guest, n int) ([]string, error) {
 	fields := strings.Fields(args)
 	var set []string
 	for _, i := range layoutGPUs(fields) {
-		fields[i] = cliqueProp.Get().ReplaceAllString(fields[i], "") + fmt.Sprintf(",x-nv-gpudirect-clique=%d", n)
+		fields[i] = cliqueProp.ReplaceAllString(fields[i], "") + fmt.Sprintf(",x-nv-gpudirect-clique=%d", n)
 		set = append(set, propOf(fields[i], "id"))
 	}
 	if len(set) < 2 {

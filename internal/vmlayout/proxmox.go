@@ -379,7 +379,7 @@ type predictor struct {
 	reserved map[pci.Address]int
 }
 
-var reservationLine = &lazyre.Regexp{Expr: `^(\S+)\s(\d+)\s(time|pid):(\d+)$`}
+var reservationLine = lazyre.New(`^(\S+)\s(\d+)\s(time|pid):(\d+)$`)
 
 // readReservations reads the reservations that still hold.
 func (p *predictor) readReservations() error {
@@ -400,7 +400,7 @@ func Reservations(h *host.Host, now time.Time) (map[pci.Address]int, error) {
 		return out, err
 	}
 	for _, line := range strings.Split(data, "\n") {
-		m := reservationLine.Get().FindStringSubmatch(line)
+		m := reservationLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}

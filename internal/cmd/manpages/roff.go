@@ -306,8 +306,8 @@ func defaultText(f *pflag.Flag) string {
 }
 
 var (
-	bullet   = &lazyre.Regexp{Expr: `^(-|\*|[0-9]+\.) +`}
-	twoSpace = &lazyre.Regexp{Expr: `^(\S.*?) {2,}(\S.*)$`}
+	bullet   = lazyre.New(`^(-|\*|[0-9]+\.) +`)
+	twoSpace = lazyre.New(`^(\S.*?) {2,}(\S.*)$`)
 )
 
 // Prose turns a help text into roff. The help texts are plain text wrapped by hand:
@@ -363,14 +363,14 @@ func writeIndented(b *strings.Builder, lines []string) {
 	kept := false
 	for i := range items {
 		it := &items[i]
-		if m := bullet.Get().FindStringSubmatch(it.body); m != nil {
+		if m := bullet.FindStringSubmatch(it.body); m != nil {
 			it.head, it.body = m[1], strings.TrimPrefix(it.body, m[0])
 			if it.head == "-" || it.head == "*" {
 				it.head = `\(bu`
 			}
 			continue
 		}
-		if m := twoSpace.Get().FindStringSubmatch(it.body); m != nil {
+		if m := twoSpace.FindStringSubmatch(it.body); m != nil {
 			it.head, it.body = "term:"+m[1], m[2]
 			continue
 		}
