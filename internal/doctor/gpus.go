@@ -13,8 +13,7 @@ import (
 // be an NVMe drive there.
 
 // gpuDrivers bind GPUs and nothing else: a line they print names a GPU, whatever
-// machine the log is from. The package's tables are slices, not maps, so that it has no
-// initialisation to run at every start of the program.
+// machine the log is from.
 var gpuDrivers = []string{"nvidia", "nouveau", "amdgpu", "radeon", "i915", "xe"}
 
 // sharedDrivers bind GPUs and other devices alike, and "pci" is the PCI core's name for a

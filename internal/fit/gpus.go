@@ -33,8 +33,7 @@ const deviceQuery = "github.com/thamada/nvidia-smi @ c4c8a463a61e4ac67e3d7956da1
 
 // known is the table of NVIDIA GPUs by PCI device id (vendor 10de; names as pci.ids
 // gives them, github.com/pciutils/pciids). gpusplit reads GPUs from sysfs whatever their
-// driver, so the memory of a GPU on vfio-pci comes from here, not from the driver. It is
-// a slice that Lookup scans rather than a map, so that the package has no initialisation.
+// driver, so the memory of a GPU on vfio-pci comes from here, not from the driver.
 var known = []struct {
 	id uint16
 	Known

@@ -18,8 +18,7 @@ const (
 // count as slow, by the pair's relation: through switches GPUs reach most of their
 // link, through the CPU's root complex less, across the socket interconnect less
 // again. They are deliberately low: a pair below them is broken or misconfigured, not
-// just unlucky. The package's tables are slices that a loop scans, not maps, so that it
-// has no initialisation to run at every start of the program.
+// just unlucky.
 var slowShares = []struct {
 	relation string
 	share    float64

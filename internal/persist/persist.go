@@ -108,7 +108,6 @@ func Files(pins []Pin, o Options) ([]File, error) {
 		{PinScript, 0o755, scriptText},
 		{Unit, 0o644, unitText},
 	} {
-		// Parsed here, not at package initialisation, which every command would pay.
 		tmpl, err := template.New(f.path).Funcs(funcs).Parse(f.text)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.path, err)

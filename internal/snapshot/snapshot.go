@@ -42,8 +42,7 @@ var deviceFiles = []string{
 var deviceLinks = []string{"driver", "iommu_group", "physfn", "subsystem"}
 
 // writeOnly are attributes the kernel lets nobody read; they are captured as empty files
-// so that a snapshot shows they exist. The package's sets are slices, not maps, so that
-// it has no initialisation to run at every start of the program.
+// so that a snapshot shows they exist.
 var writeOnly = []string{
 	"bind", "unbind", "new_id", "remove_id", "drivers_probe",
 	"rescan", "remove", "reset",

@@ -73,8 +73,7 @@ func freeSlots(g *pve.Guest) []int {
 const firstBus = 0x80
 
 // passOpts are hostpci options carried over to the vfio-pci device, with QEMU's names,
-// in the order of the hostpci names, which is the order they are written in. It is a
-// slice rather than a map so that the package has no initialisation.
+// in the order of the hostpci names, which is the order they are written in.
 var passOpts = []struct{ hostpci, qemu string }{
 	{"device-id", "x-pci-device-id"},
 	{"rombar", "rombar"},
