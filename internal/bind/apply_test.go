@@ -319,7 +319,11 @@ func scopeOf(p *plan.Plan) Scope {
 	return s
 }
 
-var fast = Options{UnbindTimeout: 200 * time.Millisecond, BindTimeout: 200 * time.Millisecond}
+// fast bounds the waits of the fake kernel's binds, which return at once: short enough
+// that the tests of a bind that hangs end soon, long enough that a goroutine left
+// unscheduled by the race detector on a loaded machine is not taken for a hang (200 ms
+// was, once in a while).
+var fast = Options{UnbindTimeout: 2 * time.Second, BindTimeout: 2 * time.Second}
 
 func TestApplyAndRollback(t *testing.T) {
 	f, p := fourGPUs()
