@@ -17,6 +17,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
 // fitFlags are fit's serving conditions.
@@ -195,7 +196,7 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 			}
 			return titles, err
 		},
-		Now:      func(guest fit.Guest) (fit.GuestNow, error) { return guestNow(h, inv, guest) },
+		Now:      func(guest fit.Guest) (fit.GuestNow, error) { return vmlayout.GuestNow(h, inv, guest) },
 		Measured: measuredMemory,
 	})
 	var modelErr *fit.ModelError

@@ -11,9 +11,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/docs"
 	"github.com/gpusplit/gpusplit/internal/fit"
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/safetensors"
-	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
 
 const referenceModel = "../../testdata/models/qwen3.5-397b-a17b-nvfp4-like"
@@ -320,28 +318,4 @@ func TestFitRefusesUntrustedModel(t *testing.T) {
 			t.Errorf("%v", err)
 		}
 	})
-}
-
-// TestFitGuestNow reads the sample host's guests from their Proxmox configs: container
-// 129 passes all eight GPUs through, VM 131 would get the first four of its mapping,
-// and container 999 does not exist.
-func TestFitGuestNow(t *testing.T) {
-	h, err := samplehost.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := inventory.Build(h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ct, err := guestNow(h, inv, fit.Guest{Kind: fit.Container, ID: 129}); err != nil || len(ct.GPUs) != 8 || ct.NoClique {
-		t.Errorf("container 129: %d GPUs, %v", len(ct.GPUs), err)
-	}
-	vm, err := guestNow(h, inv, fit.Guest{Kind: fit.VM, ID: 131})
-	if err != nil || len(vm.GPUs) != 4 || vm.GPUs[0].Address != inv.GPUs[0].Address {
-		t.Errorf("VM 131: %d GPUs, %v", len(vm.GPUs), err)
-	}
-	if _, err := guestNow(h, inv, fit.Guest{Kind: fit.Container, ID: 999}); err == nil || !strings.Contains(err.Error(), "no container 999 on this node") {
-		t.Errorf("container 999: %v", err)
-	}
 }

@@ -1,4 +1,4 @@
-package cli
+package vmlayout
 
 import (
 	"errors"
@@ -13,17 +13,16 @@ import (
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
-	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
-// guestNow reads what a guest has now from its Proxmox config: a container's GPUs are
+// GuestNow reads what a guest has now from its Proxmox config: a container's GPUs are
 // those its devN entries and lxc.mount.entry lines pass through, whether it runs or
-// not; a VM's those qemu-server will pick at its next start (vmlayout.Predict: fixed
+// not; a VM's those qemu-server will pick at its next start (Predict: fixed
 // addresses, the devices it reserved, or the first free ones of a mapping), with
 // Predict's notes and whether its gpudirect cliques give the GPUs peer access.
-func guestNow(h *host.Host, inv *inventory.Inventory, guest fit.Guest) (fit.GuestNow, error) {
+func GuestNow(h *host.Host, inv *inventory.Inventory, guest fit.Guest) (fit.GuestNow, error) {
 	if guest.Kind == fit.VM {
-		m, err := vmlayout.Predict(h, inv.Tree, guest.ID, time.Now())
+		m, err := Predict(h, inv.Tree, guest.ID, time.Now())
 		if err != nil {
 			return fit.GuestNow{}, err
 		}
