@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -175,45 +174,32 @@ func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res 
 }
 
 // hostP2P is the host's evidence on peer-to-peer for a VM's manifest: the warnings and
-// errors of doctor.HostP2PChecks, and the pairs of the VM's GPUs in a saved p2p result.
+// errors of the doctor's HostP2PChecks, and the pairs of the VM's GPUs in a saved p2p
+// result (vmlayout.NewHostP2P).
 func hostP2P(h *host.Host, inv *inventory.Inventory, m *vmlayout.Manifest, p2pFile string) (*vmlayout.HostP2P, error) {
 	_, findings, err := doctor.P2PAdvice(h, inv, doctor.HostP2PChecks...)
 	if err != nil {
 		return nil, err
 	}
-	hp := &vmlayout.HostP2P{Checks: doctor.HostP2PChecks, Findings: []vmlayout.P2PFinding{}}
+	var kept []vmlayout.P2PFinding
 	for _, f := range findings {
-		hp.Findings = append(hp.Findings, vmlayout.P2PFinding{ID: f.ID, Severity: f.Severity.String(), Title: f.Title})
+		kept = append(kept, vmlayout.P2PFinding{ID: f.ID, Severity: f.Severity.String(), Title: f.Title})
 	}
-	if p2pFile == "" {
-		return hp, nil
-	}
-	data, err := host.ReadUserFile(p2pFile, maxP2PResult, "a p2p result")
-	if err != nil {
-		return nil, fmt.Errorf("--p2p: %w", err)
-	}
-	var saved struct {
-		Pairs []vmlayout.P2PPair `json:"pairs"`
-	}
-	if err := json.Unmarshal(data, &saved); err != nil || saved.Pairs == nil {
-		return nil, fmt.Errorf("--p2p %s: not a gpusplit p2p result (p2p --save or p2p -o json writes one): %v", p2pFile, err)
-	}
-	mine := map[string]bool{}
-	for _, d := range m.Devices {
-		if d.IsGPU() {
-			mine[d.HostAddress.String()] = true
+	var saved []byte
+	if p2pFile != "" {
+		if saved, err = host.ReadUserFile(p2pFile, maxP2PResult, "a p2p result"); err != nil {
+			return nil, fmt.Errorf("--p2p: %w", err)
 		}
 	}
-	for _, p := range saved.Pairs {
-		if mine[p.Src] && mine[p.Dst] && p.Src != p.Dst {
-			hp.Measured = append(hp.Measured, p)
-		}
-	}
-	if len(hp.Measured) == 0 {
+	hp, err := vmlayout.NewHostP2P(doctor.HostP2PChecks, kept, m, saved, p2pFile)
+	var bad *vmlayout.NotP2PResultError
+	switch {
+	case errors.As(err, &bad):
+		return nil, fmt.Errorf("--p2p %s: not a gpusplit p2p result (p2p --save or p2p -o json writes one): %v", p2pFile, bad.Err)
+	case errors.Is(err, vmlayout.ErrNoPairs):
 		return nil, fmt.Errorf("--p2p %s measured no pair of VM %d's GPUs: run gpusplit p2p on them (before the split, or with --devices) and save it", p2pFile, m.VMID)
 	}
-	hp.MeasuredFile = p2pFile
-	return hp, nil
+	return hp, err
 }
 
 // maxManifest caps a manifest: 16 entries of 8 functions with their notes are ~30 KB.
