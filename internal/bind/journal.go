@@ -191,9 +191,6 @@ type Lock struct {
 	f *os.File
 }
 
-// Host is the host the lock is of.
-func (l *Lock) Host() *host.Host { return l.h }
-
 // lockPoll is how often a waiting TakeLock tries again.
 const lockPoll = 100 * time.Millisecond
 

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -50,13 +48,6 @@ listed as well as those on nvidia.`,
 
 // model is the name users know of a device (inventory.Model).
 func model(d *pci.Device) string { return inventory.Model(d) }
-
-func group(g int) string {
-	if g < 0 {
-		return "-"
-	}
-	return fmt.Sprint(g)
-}
 
 func orNone(s string) string {
 	if s == "" {
