@@ -71,7 +71,8 @@ func (inv *Inventory) Strangers(g GPU) []*pci.Device {
 // GPU is a GPU with what the nvidia driver and the machine say of it.
 type GPU struct {
 	pci.GPU
-	// Minor is N of /dev/nvidiaN when the nvidia driver drives the GPU, else -1.
+	// Minor is N of /dev/nvidiaN when the nvidia driver drives the GPU, else -1: the
+	// "Device Minor" line of /proc/driver/nvidia/gpus/<address>/information.
 	Minor int
 	// Nodes are the device nodes through which the GPU is used: /dev/nvidiaN for the
 	// nvidia driver; /dev/vfio/<group> and /dev/vfio/devices/vfioN for vfio-pci; the
