@@ -100,7 +100,7 @@ func Explain(file string, err error) *WriteError {
 	switch {
 	case errors.Is(cause, fs.ErrPermission):
 		e.Obstacle = NoPermission
-		e.Why = fmt.Sprintf("directory %s%s is not writable by uid %d", dir, ownerMode(dir), os.Geteuid())
+		e.Why = fmt.Sprintf("directory %s%s is not writable by uid %d", dir, OwnerMode(dir), os.Geteuid())
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrPermission) {
 			// The directory cannot even be looked at: one above it may not be entered,
 			// the deepest one this user can see.
@@ -111,7 +111,7 @@ func Explain(file string, err error) *WriteError {
 				}
 				closed = filepath.Dir(closed)
 			}
-			e.Why = fmt.Sprintf("directory %s%s may not be entered by uid %d, so %s cannot be reached", closed, ownerMode(closed), os.Geteuid(), dir)
+			e.Why = fmt.Sprintf("directory %s%s may not be entered by uid %d, so %s cannot be reached", closed, OwnerMode(closed), os.Geteuid(), dir)
 		}
 	case errors.Is(cause, syscall.EROFS):
 		e.Obstacle, e.Why = ReadOnly, fmt.Sprintf("directory %s is on a read-only file system", dir)
@@ -127,8 +127,9 @@ func Explain(file string, err error) *WriteError {
 	return e
 }
 
-// ownerMode is " (owner uid 0, mode 0755)" for a directory, "" where it cannot be seen.
-func ownerMode(dir string) string {
+// OwnerMode is " (owner uid 0, mode 0755)" for a directory, "" where it cannot be seen:
+// how a message names who may write there.
+func OwnerMode(dir string) string {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return ""

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/host"
 )
 
@@ -74,13 +75,9 @@ func cannotWrite(h *host.Host, dir string) string {
 		}
 		const atFDCWD, atEAccess, wx = -100, 0x200, 2 | 1
 		if err := syscall.Faccessat(atFDCWD, q, wx, atEAccess); err != nil {
-			owner := ""
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				owner = fmt.Sprintf(" (owner uid %d, mode %04o)", st.Uid, fi.Mode().Perm())
-			}
-			where := "directory " + q + owner
+			where := "directory " + q + atomicfile.OwnerMode(q)
 			if q != p {
-				where = "it does not exist, and " + q + owner + ", where it would be made,"
+				where = "it does not exist, and " + q + atomicfile.OwnerMode(q) + ", where it would be made,"
 			}
 			return fmt.Sprintf("%s is not writable by uid %d: %v", where, os.Geteuid(), err)
 		}
