@@ -69,21 +69,7 @@ func TestStrangers(t *testing.T) {
 			t.Errorf("%s: strangers %v", g.Address, s)
 		}
 	}
-	gpu := func(slot uint8, group int) fakehost.Device {
-		return fakehost.Device{Slot: slot, Vendor: 0x10de, Device: 0x2bb1, SubVendor: 0x10de, SubDevice: 0x204b, Class: 0x030000, Driver: "nvidia", Group: group}
-	}
-	m := fakehost.Machine{
-		Nodes: []fakehost.Node{{ID: 0, CPUs: "0-7"}},
-		IOMMU: true,
-		Bridges: []fakehost.HostBridge{{NUMA: 0, Devices: []fakehost.Device{
-			{Slot: 1, Vendor: 0x1022, Device: 0x14ab, Class: 0x060400, Driver: "pcieport", Group: 1, Secondary: 1, Children: []fakehost.Device{
-				gpu(0, 1),
-				{Slot: 1, Vendor: 0x8086, Device: 0x1521, Class: 0x020000, Driver: "igb", Group: 1},
-			}},
-			gpu(2, 2), gpu(3, 2),
-		}}},
-	}
-	fh, err := m.Open(t.TempDir())
+	fh, err := fakehost.SharedGroups().Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -570,3 +570,23 @@ GRUB_TERMINAL=console
 	m.Files["proc/cpuinfo"] = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9335 32-Core Processor\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm rep_good nopl cpuid extd_apicid tsc_known_freq pni pclmulqdq ssse3 fma cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand hypervisor lahf_lm cmp_legacy svm cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw topoext\naddress sizes\t: 40 bits physical, 48 bits virtual\n"
 	return m
 }
+
+// SharedGroups is a host whose IOMMU groups hold more than a GPU: GPU 01:00.0 shares
+// group 1 with its root port and an igb NIC at 01:01.0, and the GPUs at 00:02.0 and
+// 00:03.0 share group 2. It is not in Fixtures: the tests of the group rules build it.
+func SharedGroups() Machine {
+	gpu := func(slot uint8, group int) Device {
+		return Device{Slot: slot, Vendor: 0x10de, Device: 0x2bb1, SubVendor: 0x10de, SubDevice: 0x204b, Class: 0x030000, Driver: "nvidia", Group: group}
+	}
+	return Machine{
+		Nodes: []Node{{ID: 0, CPUs: "0-7"}},
+		IOMMU: true,
+		Bridges: []HostBridge{{NUMA: 0, Devices: []Device{
+			{Slot: 1, Vendor: 0x1022, Device: 0x14ab, Class: 0x060400, Driver: "pcieport", Group: 1, Secondary: 1, Children: []Device{
+				gpu(0, 1),
+				{Slot: 1, Vendor: 0x8086, Device: 0x1521, Class: 0x020000, Driver: "igb", Group: 1},
+			}},
+			gpu(2, 2), gpu(3, 2),
+		}}},
+	}
+}
