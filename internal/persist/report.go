@@ -198,12 +198,22 @@ func InitramfsAdvice(h *host.Host) []string {
 	return nil
 }
 
+// VFIOConfigMark begins a desired state file written from --vfio.
+const VFIOConfigMark = "# Written by gpusplit from"
+
+// FromVFIO says a desired state file was written from --vfio (by this release, or by
+// persist install of an earlier one), so that a later --vfio may replace it; any other
+// file is a person's.
+func FromVFIO(content string) bool {
+	return strings.HasPrefix(content, VFIOConfigMark+" --vfio ") || strings.HasPrefix(content, "# Written by gpusplit persist install --vfio ")
+}
+
 // VFIOConfig is the desired state file install writes for persist install --vfio: the
 // GPUs the vfio selectors choose go to vfio-pci, the others to, or stay on, their vendor's
 // driver; devices and allowShared are the file's devices and allow_shared_groups.
 func VFIOConfig(devices string, vfio []string, allowShared bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by gpusplit persist install --vfio %s\n", strings.Join(vfio, " --vfio "))
+	fmt.Fprintf(&b, "%s --vfio %s\n", VFIOConfigMark, strings.Join(vfio, " --vfio "))
 	b.WriteString("# The GPUs of the group go to vfio-pci; the others to, or stay on, their vendor's driver.\n")
 	if devices != "" {
 		fmt.Fprintf(&b, "devices = %s\n", strconv.Quote(devices))

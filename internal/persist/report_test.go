@@ -87,7 +87,7 @@ func TestFileStates(t *testing.T) {
 // as one vfio-pci group of the selectors, with devices and allow_shared_groups.
 func TestVFIOConfig(t *testing.T) {
 	text := VFIOConfig("10de:2bb1", []string{"numa:1", "0000:01:00.0"}, true)
-	if !strings.HasPrefix(text, "# Written by gpusplit persist install --vfio numa:1 --vfio 0000:01:00.0\n") {
+	if !strings.HasPrefix(text, "# Written by gpusplit from --vfio numa:1 --vfio 0000:01:00.0\n") {
 		t.Errorf("header of\n%s", text)
 	}
 	f, err := plan.ParseFile("split.toml", []byte(text))

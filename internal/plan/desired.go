@@ -24,10 +24,14 @@ type File struct {
 	Devices           string `toml:"devices"`
 	AllowSharedGroups bool   `toml:"allow_shared_groups"`
 	Rest              string `toml:"rest"` // "vendor" (the default) or "keep"
-	// SyncProxmox makes apply run pve sync after the rebinding succeeded.
-	SyncProxmox bool    `toml:"sync_proxmox"`
-	Groups      []Group `toml:"group"`
-	Pools       []Pool  `toml:"pool"`
+	// SyncProxmox makes the split include Proxmox's files: apply runs pve sync after
+	// the rebinding succeeded. Unset, it is on for a Proxmox node (Defaults).
+	SyncProxmox *bool `toml:"sync_proxmox"`
+	// Persist makes the split include the boot files that keep it (persist install).
+	// Unset, it is on for a Proxmox node (Defaults).
+	Persist *bool   `toml:"persist"`
+	Groups  []Group `toml:"group"`
+	Pools   []Pool  `toml:"pool"`
 
 	// The file's name and text, for the line and column of what Check finds.
 	name string
@@ -114,7 +118,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 			e := sm.Errors[0]
 			line, col := e.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col,
-				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox; in [[group]]: name, select, driver, mapping, containers, vms, model, context, concurrency; in [[pool]]: name, select, resting, mapping, containers, vms)", strings.Join(e.Key(), "."))}
+				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox, persist; in [[group]]: name, select, driver, mapping, containers, vms, model, context, concurrency; in [[pool]]: name, select, resting, mapping, containers, vms)", strings.Join(e.Key(), "."))}
 		case errors.As(err, &de):
 			line, col := de.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col, Msg: de.Error()}
@@ -328,7 +332,7 @@ func keyOf(e *unstable.Node) string {
 
 // Desired turns the file into the planner's desired state: the groups, then the pools.
 func (f *File) Desired() (Desired, error) {
-	d := Desired{KeepRest: f.Rest == "keep", AllowSharedGroups: f.AllowSharedGroups, SyncProxmox: f.SyncProxmox}
+	d := Desired{KeepRest: f.Rest == "keep", AllowSharedGroups: f.AllowSharedGroups, SyncProxmox: f.SyncProxmox != nil && *f.SyncProxmox, Persist: f.Persist != nil && *f.Persist}
 	for _, tb := range f.tables() {
 		t := Target{Name: tb.name, Driver: tb.driver, Mapping: tb.mapping, Containers: tb.cts, VMs: tb.vms, Pool: tb.kind == "pool"}
 		for _, s := range tb.sel {

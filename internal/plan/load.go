@@ -47,3 +47,15 @@ func FromFile(name string, data []byte, holding func() (map[pci.Address]int, err
 	}
 	return desired, file, nil
 }
+
+// Defaults turns on, for a Proxmox node, the parts of the split that the desired state
+// file leaves unset (or that --vfio, which has no file, cannot set): Proxmox's files and
+// the boot files. An explicit false in the file keeps a part off. f is nil for --vfio.
+func Defaults(d *Desired, f *File, proxmoxNode bool) {
+	if f == nil || f.SyncProxmox == nil {
+		d.SyncProxmox = proxmoxNode
+	}
+	if f == nil || f.Persist == nil {
+		d.Persist = proxmoxNode
+	}
+}

@@ -64,6 +64,8 @@ type Desired struct {
 	AllowSharedGroups bool
 	// SyncProxmox asks apply to bring Proxmox's files in line once the GPUs moved.
 	SyncProxmox bool
+	// Persist asks apply to write the boot files that keep the split.
+	Persist bool
 	// Holding names, by device, the running VM that holds it (qemu-server's
 	// reservations): a pool's GPU so held stays on vfio-pci. Empty at boot, which is what
 	// persist plans for.

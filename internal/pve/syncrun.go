@@ -19,6 +19,27 @@ type SyncReport struct {
 	Notes    []string     `json:"notes"`
 	Problems []string     `json:"problems"`
 	Files    []FileResult `json:"files"`
+
+	// edits are the changes as written, for Undo.
+	edits []Edit
+	// command names what wrote them.
+	command string
+}
+
+// Undo puts back the files an applied sync wrote, as one transaction under Proxmox's
+// locks: each file must still hold what the sync wrote (a file changed since is
+// refused, and nothing is written). It is how a larger change undoes its Proxmox part
+// when a later part fails.
+func (r *SyncReport) Undo(h *host.Host) ([]FileResult, error) {
+	if !r.Applied {
+		return nil, nil
+	}
+	back := make([]Edit, 0, len(r.edits))
+	for _, e := range r.edits {
+		back = append(back, Edit{Path: e.Path, Old: e.New, New: e.Old})
+	}
+	w := &Writer{H: h, Command: r.command + " (undone)"}
+	return w.Commit(back)
 }
 
 // SyncChange is one file a sync changes.
@@ -89,6 +110,7 @@ func RunSync(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desire
 	}
 	res, err := w.Commit(edits)
 	rep.Files = append(rep.Files, res...)
+	rep.edits, rep.command = edits, mode.Command
 	var tx *TxError
 	if errors.As(err, &tx) {
 		for _, p := range tx.Problems {

@@ -1,0 +1,103 @@
+package split
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/persist"
+	"github.com/gpusplit/gpusplit/internal/plural"
+	"github.com/gpusplit/gpusplit/internal/pve"
+)
+
+// Parts are the parts of a change beside the drivers, in plan, apply --dry-run and
+// status -o json (docs/json.md). A part the desired state leaves out is absent.
+type Parts struct {
+	Proxmox *pve.SyncReport   `json:"proxmox,omitempty"`
+	Hooks   []*pve.HookReport `json:"hooks,omitempty"`
+	Boot    *BootReport       `json:"boot,omitempty"`
+	Drift   []PartDrift       `json:"drift"`
+	Notes   []string          `json:"notes"`
+	// Stops are every reason apply would stop, "part: reason".
+	Stops []string `json:"stops"`
+	// Next is the one command that follows, "" when none does.
+	Next string `json:"next,omitempty"`
+}
+
+// BootReport is the boot files' part: the binary the unit runs and each file's state.
+type BootReport struct {
+	Binary persist.BinaryReport  `json:"binary"`
+	Files  []persist.FileReport `json:"files"`
+}
+
+// Parts is the report of the change's parts beside the drivers; next is the command
+// that follows.
+func (c *Change) Parts(next string) Parts {
+	r := Parts{Proxmox: c.Proxmox, Hooks: c.Hooks, Drift: c.Drift(), Notes: append([]string{}, c.Notes...), Stops: []string{}, Next: next}
+	if r.Drift == nil {
+		r.Drift = []PartDrift{}
+	}
+	if c.Boot != nil {
+		r.Boot = &BootReport{Binary: c.Boot.Report(), Files: c.BootState}
+	}
+	for _, s := range c.Stops {
+		r.Stops = append(r.Stops, s.Error())
+	}
+	return r
+}
+
+// WriteText prints the parts beside the drivers, for plan and apply: Proxmox's diffs,
+// the hookscripts, the boot files with what each needs, and the reasons apply would
+// stop. The drivers' part is plan.Plan's own text.
+func (c *Change) WriteText(w io.Writer) {
+	if c.Proxmox != nil {
+		if len(c.Proxmox.Changes) == 0 {
+			fmt.Fprintln(w, "\nProxmox: the mappings, containers and VMs already match the split.")
+		} else {
+			fmt.Fprintf(w, "\nProxmox: %s change:\n", plural.S(len(c.Proxmox.Changes), "file"))
+			for _, ch := range c.Proxmox.Changes {
+				fmt.Fprint(w, ch.Diff)
+				for _, n := range ch.Notes {
+					fmt.Fprintf(w, "# %s\n", n)
+				}
+			}
+		}
+	}
+	if len(c.Hooks) > 0 {
+		fmt.Fprintf(w, "\nHookscripts: %s of the pools get gpusplit's, so the GPUs follow them:\n", plural.S(len(c.Hooks), "VM"))
+		for _, r := range c.Hooks {
+			fmt.Fprint(w, r.Diff)
+		}
+	}
+	if len(c.BootState) > 0 {
+		fmt.Fprintln(w, "\nBoot files, which keep the split across reboots (gpusplit persist show prints them):")
+		words := map[string]string{"absent": "new", "different": "changes", "installed": "unchanged"}
+		for _, f := range c.BootState {
+			fmt.Fprintf(w, "  %-9s  %s\n", words[f.State], f.Path)
+		}
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if len(c.Stops) > 0 {
+		fmt.Fprintln(w, "\napply would stop, changing nothing:")
+		for _, s := range c.Stops {
+			fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(s.Error(), "\n", "\n    "))
+		}
+	}
+}
+
+// WriteDrift prints status's lines for the parts beside the drivers that are not in
+// sync: the drivers' drift is health.StatusReport's.
+func (c *Change) WriteDrift(w io.Writer) {
+	for _, d := range c.Drift() {
+		switch d.Part {
+		case "proxmox":
+			fmt.Fprintf(w, "Proxmox: %s differ from the split: %s\n", plural.S(len(d.Items), "file"), strings.Join(d.Items, ", "))
+		case "hooks":
+			fmt.Fprintf(w, "Hookscripts: %s lack gpusplit's hookscript, so their pool's GPUs do not follow them\n", strings.Join(d.Items, ", "))
+		case "boot":
+			fmt.Fprintf(w, "Boot files: %s missing or different: %s\n", plural.S(len(d.Items), "file"), strings.Join(d.Items, ", "))
+		}
+	}
+}
