@@ -14,13 +14,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
-	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
-	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/split"
 )
 
 // changeFlags are the flags of the commands that change bindings: apply and rollback.
@@ -122,124 +122,101 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 			if err != nil {
 				return err
 			}
-			h, inv, p := pl.h, pl.inv, pl.plan
-			k, kerr := openKernel(h)
-			if c.dryRun && kerr != nil && !p.Empty() {
-				// The plan is worth seeing on a copy; the note says the host itself is needed.
-				fmt.Fprintf(g.stderr, "note: without --dry-run this is refused: %v\n", kerr)
+			ch, err := d.change(g, pl, "apply")
+			if err != nil {
+				return err
 			}
-			if c.dryRun || p.Empty() {
-				if g.json() {
-					if err := g.writeJSON(planJSON(inv.Root, p)); err != nil {
-						return err
-					}
-				} else {
-					if err := writePlan(g.stdout, inv.Root, p); err != nil {
-						return err
-					}
-					if c.dryRun && !p.Empty() {
-						fmt.Fprintln(g.stdout, "\ndry run: nothing was changed.")
-					}
+			k, kerr := openKernel(pl.h)
+			stops := ch.Stops
+			if kerr == nil && !pl.plan.Empty() {
+				if err := bind.Check(k, pl.plan); err != nil && bind.Held(pl.plan) == nil {
+					stops = append(stops, &split.Stop{Part: "drivers", Err: err})
 				}
-				if c.dryRun && !p.Empty() {
-					// Every reason the real run would stop: held devices, and Proxmox.
-					return errors.Join(bind.ExplainHeld(bind.Held(p)), bind.Quarantined(h, p), proxmoxPreflight(g, pl))
+			}
+			if c.dryRun || ch.Empty() {
+				if err := showChange(g, pl, ch, ""); err != nil {
+					return err
+				}
+				if ch.Empty() {
+					return nil
+				}
+				if kerr != nil {
+					// The change is worth seeing on a copy; the note says the host itself is needed.
+					fmt.Fprintf(g.stderr, "note: without --dry-run this is refused: %v\n", kerr)
+				}
+				if len(stops) > 0 {
+					return &split.StopError{Stops: stops, DryRun: true}
+				}
+				if !g.json() {
+					fmt.Fprintln(g.stdout, "\ndry run: nothing was changed; without --dry-run apply makes this change.")
 				}
 				return nil
 			}
 			if kerr != nil {
 				return fmt.Errorf("nothing was changed: %w", kerr)
 			}
-			if err := bind.Check(k, p); err != nil {
-				return bind.ExplainHeld(err)
-			}
-			if err := bind.Quarantined(h, p); err != nil {
-				return err
+			if len(stops) > 0 {
+				return &split.StopError{Stops: stops}
 			}
 			if !g.json() {
-				if err := writePlan(g.stdout, inv.Root, p); err != nil {
+				if err := showChange(g, pl, ch, ""); err != nil {
 					return err
 				}
 				fmt.Fprintln(g.stdout)
 			}
-			if err := proxmoxPreflight(g, pl); err != nil {
-				return err
-			}
-			if err := c.confirm(g, fmt.Sprintf("Move %s?", plural.S(len(p.Moves), "device"))); err != nil {
+			if err := c.confirm(g, "Make this change?"); err != nil {
 				return err
 			}
 			ctx, stop := signalContext()
 			defer stop()
 			// Locks first, then everything read again: the host may have changed during
 			// the question (a guest started, another run moved a GPU).
-			lock, err := bind.TakeLock(h, lockWait)
+			lock, err := bind.TakeLock(pl.h, lockWait)
 			if err != nil {
 				return err
 			}
 			defer lock.Unlock()
+			shown := ch
 			if pl, err = d.plan(g); err != nil {
 				return fmt.Errorf("nothing was changed: %w", err)
 			}
-			if changed := plan.Changed(p, pl.plan); len(changed) > 0 {
-				return fmt.Errorf("nothing was changed: the host changed since the plan was shown:\n  %s\nrun gpusplit apply again to see the plan as things are now", strings.Join(changed, "\n  "))
+			if ch, err = d.change(g, pl, "apply"); err != nil {
+				return fmt.Errorf("nothing was changed: %w", err)
 			}
-			inv, p = pl.inv, pl.plan
-			if err := bind.Check(k, p); err != nil {
+			if changed := split.Changed(shown, ch); len(changed) > 0 {
+				return fmt.Errorf("nothing was changed: the host changed since the change was shown:\n  %s\nrun gpusplit apply again to see the change as things are now", strings.Join(changed, "\n  "))
+			}
+			if len(ch.Stops) > 0 {
+				return &split.StopError{Stops: ch.Stops}
+			}
+			if err := bind.Check(k, pl.plan); err != nil {
 				return bind.ExplainHeld(err)
 			}
-			if err := bind.Quarantined(h, p); err != nil {
-				return err
+			logf := func(format string, a ...any) {
+				if !g.json() {
+					fmt.Fprintf(g.stdout, format+"\n", a...)
+				}
 			}
-			res, err := bind.Apply(ctx, lock, k, p, c.options(g))
-			if g.json() && (err != nil || !pl.desired.SyncProxmox) {
+			res, err := split.Apply(ctx, ch, split.Tx{
+				H: pl.h, Lock: lock, Kernel: k, Inv: pl.inv, Bind: c.options(g), Services: hookServices(), Command: "apply", Logf: logf,
+				Replan: func() (*inventory.Inventory, *plan.Plan, error) {
+					after, err := d.plan(g)
+					if err != nil {
+						return nil, nil, err
+					}
+					return after.inv, after.plan, nil
+				},
+			})
+			if g.json() {
 				if jerr := g.writeJSON(resultJSON(res, err)); jerr != nil {
 					return jerr
 				}
+				return err
 			}
 			if err != nil {
-				return bind.ExplainFailure(bind.ExplainHeld(err), res)
+				return err
 			}
-			if !g.json() {
-				fmt.Fprintf(g.stdout, "moved %s; the prior state is in %s (gpusplit rollback undoes it).\n", plural.S(len(res.Moved), "device"), bind.JournalPath)
-				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
-			}
-			if pl.desired.SyncProxmox {
-				// Only now that the GPUs moved: the minors of GPUs back on nvidia exist.
-				after, err := d.plan(g)
-				if err != nil {
-					return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w", err)
-				}
-				// The containers' devN entries need the nodes of the GPUs back on nvidia.
-				back := map[pci.Address]bool{}
-				for _, m := range p.Moves {
-					back[m.Device] = m.Role == plan.RoleGPU && m.To == "nvidia"
-				}
-				logf := func(format string, a ...any) {
-					if !g.json() {
-						fmt.Fprintf(g.stdout, format+"\n", a...)
-					}
-				}
-				if err := hook.MakeDeviceNodes(ctx, h, hookServices(), after.inv, back, logf); err != nil {
-					return undoMove(ctx, g, lock, k, inv, c, res.Journal, err)
-				}
-				if !g.json() {
-					if err := syncProxmox(g, after, pve.SyncOptions{}, syncMode{apply: true, command: "apply (sync_proxmox)"}); err != nil {
-						return undoMove(ctx, g, lock, k, inv, c, res.Journal, err)
-					}
-					return nil
-				}
-				doc, serr := runSync(after, pve.SyncOptions{}, syncMode{apply: true, command: "apply (sync_proxmox)"})
-				result := resultJSON(res, nil)
-				result.Proxmox = doc
-				if serr != nil {
-					serr = undoMove(ctx, g, lock, k, inv, c, res.Journal, serr)
-					result.RolledBack = true
-				}
-				if jerr := g.writeJSON(result); jerr != nil {
-					return jerr
-				}
-				return serr
-			}
+			writeApplied(g, pl, res)
 			return nil
 		},
 	}
@@ -248,17 +225,50 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 	return cmd
 }
 
-// undoMove puts the GPUs back after the Proxmox sync that follows the move failed (a lock
-// taken, or a file changed, after the check before the move): with every Proxmox file as
-// it was, the GPUs on their old drivers is the state that goes with it. It undoes the
-// journal the move wrote, as it returned it, under the lock the move ran under: the file
-// is not read again. The error says what happened to both.
-func undoMove(ctx context.Context, g *globals, lock *bind.Lock, k bind.Kernel, inv *inventory.Inventory, c changeFlags, j *bind.Journal, syncErr error) error {
-	_, err := bind.Rollback(ctx, lock, k, j, bind.Scope{Movable: bind.Movable(inv)}, nil, c.options(g))
-	if err != nil {
-		return fmt.Errorf("the GPUs moved, but Proxmox was not synced: %w\nputting the GPUs back failed too: %v\ngpusplit rollback puts them back, gpusplit pve sync --apply retries the sync", syncErr, err)
+// showChange prints the whole change, or its JSON, with the command that follows.
+func showChange(g *globals, pl *planned, ch *split.Change, next string) error {
+	if g.json() {
+		doc := planJSON(pl.inv.Root, pl.plan)
+		rep := ch.Parts(next)
+		doc.Parts = &rep
+		return g.writeJSON(doc)
 	}
-	return fmt.Errorf("Proxmox was not synced, so the GPUs were put back on their drivers: %w", syncErr)
+	return writeChange(g.stdout, pl, ch)
+}
+
+// writeApplied says what apply did, part by part.
+func writeApplied(g *globals, pl *planned, res *split.Result) {
+	if res.Drivers != nil && len(res.Drivers.Moved) > 0 {
+		fmt.Fprintf(g.stdout, "moved %s; the prior state is in %s (gpusplit rollback undoes it).\n", plural.S(len(res.Drivers.Moved), "device"), bind.JournalPath)
+	}
+	if res.Proxmox != nil {
+		written := 0
+		for _, f := range res.Proxmox.Files {
+			fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
+			if f.Outcome == pve.Written {
+				written++
+			}
+		}
+		if written > 0 {
+			fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), rootedPath(pl.h, pve.BackupDir))
+		}
+	}
+	for _, h := range res.Hooks {
+		fmt.Fprintf(g.stdout, "hookscript of VM %d: %s\n", h.Guest, h.Hookscript)
+	}
+	for _, c := range res.Boot {
+		fmt.Fprintf(g.stdout, "%-13s %s\n", c.Action, c.Path)
+	}
+	for _, r := range res.Commands {
+		if !r.Ran {
+			fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", pl.h.Root(), r.Command)
+		} else if r.Error != "" {
+			fmt.Fprintf(g.stderr, "warning: %s: %s\n", r.Command, r.Error)
+		}
+	}
+	if !pl.desired.Persist {
+		fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
+	}
 }
 
 // lockWait is how long a command run by hand waits for the driver lock, held by another
@@ -293,16 +303,25 @@ type resultDoc struct {
 	Restored   []string          `json:"restored"`
 	Unrestored map[string]string `json:"unrestored"`
 	Error      string            `json:"error"`
-	// Proxmox is the sync that followed, when the desired state asks for one.
-	Proxmox *syncDoc `json:"proxmox,omitempty"`
-	// RolledBack: the sync failed, and the devices were put back (or that was tried:
-	// the error says whether it worked).
+	// Proxmox is the sync of Proxmox's files, when the split includes them.
+	Proxmox *pve.SyncReport `json:"proxmox,omitempty"`
+	// Hooks are the hookscripts installed on the pools' VMs.
+	Hooks []*pve.HookReport `json:"hooks,omitempty"`
+	// Boot is what was done to each boot file, when the split includes them.
+	Boot     []persist.Change  `json:"boot,omitempty"`
+	Commands []persist.Command `json:"commands,omitempty"`
+	// RolledBack: a part after the drivers failed, and the parts before it were put
+	// back (or that was tried: the error says whether it worked).
 	RolledBack bool `json:"rolled_back,omitempty"`
 }
 
-func resultJSON(res *bind.Result, err error) resultDoc {
+func resultJSON(r *split.Result, err error) resultDoc {
 	doc := resultDoc{Moved: []string{}, Restored: []string{}, Unrestored: map[string]string{}}
-	if res != nil {
+	if r != nil {
+		doc.Proxmox, doc.Hooks, doc.Boot, doc.Commands, doc.RolledBack = r.Proxmox, r.Hooks, r.Boot, r.Commands, r.Undone
+	}
+	if r != nil && r.Drivers != nil {
+		res := r.Drivers
 		doc.Seconds = res.Elapsed.Seconds()
 		for _, m := range res.Moved {
 			doc.Moved = append(doc.Moved, m.Device.String())

@@ -43,7 +43,7 @@ func TestApplySyncProxmox(t *testing.T) {
 		os.WriteFile(filepath.Join(root, p), []byte(body), 0o644)
 	}
 	config := filepath.Join(t.TempDir(), "split.toml")
-	os.WriteFile(config, []byte("sync_proxmox = true\n\n[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n"), 0o644)
+	os.WriteFile(config, []byte("sync_proxmox = true\npersist = false\n\n[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n"), 0o644)
 	h, err := host.Open(root)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestApplySyncProxmox(t *testing.T) {
 			t.Errorf("dry run: %v", err)
 		}
 		_, _, err = apply(t, k, "--yes")
-		if err == nil || !strings.HasPrefix(err.Error(), "nothing was changed: the Proxmox sync") || !strings.Contains(err.Error(), "131.conf: has lock: backup") {
+		if err == nil || !strings.HasPrefix(err.Error(), "nothing was changed:\n  proxmox: ") || !strings.Contains(err.Error(), "131.conf: has lock: backup") {
 			t.Errorf("apply: %v", err)
 		}
 		if len(k.writes) > 0 {
@@ -91,7 +91,7 @@ func TestApplySyncProxmox(t *testing.T) {
 		k := &probeHook{simKernel: sim, once: func() { setImmutable(t, ct, true) }}
 		t.Cleanup(func() { setImmutable(t, ct, false) })
 		_, _, err := apply(t, k, "--yes")
-		if err == nil || !strings.HasPrefix(err.Error(), "Proxmox was not synced, so the GPUs were put back on their drivers") || !strings.Contains(err.Error(), "129.conf: is immutable") {
+		if err == nil || !strings.HasPrefix(err.Error(), "writing Proxmox's files failed, so everything done before it was put back") || !strings.Contains(err.Error(), "129.conf: is immutable") {
 			t.Fatalf("apply: %v", err)
 		}
 		if got := states(sim); got != was {

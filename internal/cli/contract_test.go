@@ -496,7 +496,7 @@ func (f *fixtures) sample(t *testing.T) string {
 func (f *fixtures) inSync(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "split.toml")
-	if err := os.WriteFile(p, []byte("[[group]]\nname = \"ct\"\nselect = [\"count:8\"]\ndriver = \"nvidia\"\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(driversOnly+"[[group]]\nname = \"ct\"\nselect = [\"count:8\"]\ndriver = \"nvidia\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p

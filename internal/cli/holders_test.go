@@ -68,7 +68,7 @@ func TestPlanApplyRefuseMountedDisk(t *testing.T) {
 	out := mustRun(t, append(args, "plan", "--vfio", "0000:12:00.0")...)
 	for _, want := range []string{
 		"mount /boot/efi (nvme0n1p1); mount / (nvme0n1p2)",
-		"apply will refuse until these let go of the devices:",
+		"apply would stop, changing nothing:\n  drivers: in use: 0000:12:00.0; release what holds it, then run again:\n",
 		"  mount / (nvme0n1p2): none while the host runs from it: it is the root file system",
 		"  mount /boot/efi (nvme0n1p1): umount /boot/efi",
 	} {
@@ -108,8 +108,8 @@ func TestPlanApplyRefuseMountedDisk(t *testing.T) {
 			t.Fatalf("apply %v of the mounted root disk's controller succeeded:\n%s", extra, stdout)
 		}
 		for _, want := range []string{
-			"nothing was changed: 0000:12:00.0 is held by /boot/efi mounted from nvme0n1p1, / mounted from nvme0n1p2",
-			"release them, then run again:\n  mount /boot/efi (nvme0n1p1): umount /boot/efi\n  mount / (nvme0n1p2): none while the host runs from it",
+			"nothing was changed",
+			"drivers: in use: 0000:12:00.0; release what holds it, then run again:\n      mount /boot/efi (nvme0n1p1): umount /boot/efi\n      mount / (nvme0n1p2): none while the host runs from it",
 		} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("apply %v: error lacks %q:\n%v", extra, want, err)
@@ -137,7 +137,7 @@ func TestFunctionHolders(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
-	if _, _, err := run(t, "--root", dir, "apply", "--vfio", "0000:81:00.0", "--dry-run"); err == nil || !strings.Contains(err.Error(), "0000:81:00.1 is held by pipewire (pid 1900)") {
+	if _, _, err := run(t, "--root", dir, "apply", "--vfio", "0000:81:00.0", "--dry-run"); err == nil || !strings.Contains(err.Error(), "in use: 0000:81:00.0, 0000:81:00.1; release what holds them") || !strings.Contains(err.Error(), "pipewire[1900]: stop it") {
 		t.Errorf("apply --dry-run: %v", err)
 	}
 	inv := mustRun(t, "--root", dir, "inventory")

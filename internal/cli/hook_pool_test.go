@@ -42,7 +42,8 @@ func poolRoot(t *testing.T) (root string, k *simKernel, start func()) {
 	root, h := hookRoot(t)
 	fakeServices(t, root)
 	for p, body := range map[string]string{
-		"etc/gpusplit/split.toml": poolSplit(t),
+		// The boot files are persist's walkthrough, not this one's.
+		"etc/gpusplit/split.toml": "persist = false\n" + poolSplit(t),
 		"etc/pve/storage.cfg":     localSnippets,
 	} {
 		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
@@ -98,7 +99,12 @@ func devLines(t *testing.T, conf string) []string {
 
 type statusPools struct {
 	InSync bool `json:"in_sync"`
-	Pools  []struct {
+	// Drift is what is out of step beside the drivers, part by part.
+	Drift []struct {
+		Part  string   `json:"part"`
+		Items []string `json:"items"`
+	} `json:"drift"`
+	Pools []struct {
 		Name string `json:"name"`
 		GPUs []struct {
 			Device string `json:"device"`
@@ -239,7 +245,9 @@ func TestPoolWalkthrough(t *testing.T) {
 	if got, want := nodes(), "/dev/nvidia0 /dev/nvidia1 /dev/nvidia2 /dev/nvidia3 /dev/nvidia4 /dev/nvidia5 /dev/nvidia6 /dev/nvidia7"; got != want {
 		t.Errorf("container 129 passes %s, want %s", got, want)
 	}
-	if s := poolStatus(t, root); !s.InSync {
+	// The drivers are back at rest; VM 140, written by hand above, lacks the NUMA
+	// settings a sync gives a VM, and status says so (only that).
+	if s := poolStatus(t, root); s.InSync || len(s.Drift) != 1 || s.Drift[0].Part != "proxmox" || strings.Join(s.Drift[0].Items, " ") != "/etc/pve/qemu-server/140.conf" {
 		t.Errorf("status after both stops: %+v", s)
 	}
 

@@ -237,9 +237,8 @@ func testInstallSyncProxmox(t *testing.T, root string, reset func()) {
 		putBinary(t, root, persist.DefaultBinary, 0o755)
 		config := filepath.Join(t.TempDir(), "split.toml")
 		text := "[[group]]\nname = \"vms\"\nselect = [\"numa:1\"]\ndriver = \"vfio-pci\"\n"
-		if sync {
-			text = "sync_proxmox = true\n" + text
-		}
+		// The fixture is a Proxmox node, where sync_proxmox is on unless the file says no.
+		text = fmt.Sprintf("sync_proxmox = %t\n", sync) + text
 		if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

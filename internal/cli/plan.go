@@ -11,6 +11,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/fit"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/split"
 )
 
 func newPlan(g *globals) *cobra.Command {
@@ -35,17 +36,28 @@ When everything is in place the plan is empty and says so.`,
 			if err != nil {
 				return err
 			}
-			inv, p := pl.inv, pl.plan
+			ch, err := d.change(g, pl, "apply")
+			if err != nil {
+				return err
+			}
+			next := ""
+			if !ch.Empty() {
+				next = d.next(g)
+			}
 			models := splitModels(g, pl, &d)
 			if g.json() {
-				doc := planJSON(inv.Root, p)
-				doc.Models = models
+				doc := planJSON(pl.inv.Root, pl.plan)
+				rep := ch.Parts(next)
+				doc.Parts, doc.Models = &rep, models
 				return g.writeJSON(doc)
 			}
-			if err := writePlan(g.stdout, inv.Root, p); err != nil {
+			if err := writeChange(g.stdout, pl, ch); err != nil {
 				return err
 			}
 			writeSplitModels(g.stdout, models)
+			if next != "" {
+				fmt.Fprintf(g.stdout, "\nnext: %s\n", next)
+			}
 			return nil
 		},
 	}
@@ -57,10 +69,23 @@ When everything is in place the plan is empty and says so.`,
 // model (absent when none does).
 type planDoc struct {
 	plan.Report
+	// Split is the parts beside the drivers (Proxmox, hookscripts, boot files), the
+	// reasons apply would stop and the command that follows.
+	*split.Parts
 	Models []planModelJSON `json:"models,omitempty"`
 }
 
 func planJSON(root string, p *plan.Plan) planDoc { return planDoc{Report: p.Report(root)} }
+
+// writeChange prints the whole change: the drivers' plan with what holds its devices,
+// then the other parts and what would stop apply.
+func writeChange(w io.Writer, pl *planned, ch *split.Change) error {
+	if err := pl.plan.WriteText(w, pl.inv.Root); err != nil {
+		return err
+	}
+	ch.WriteText(w)
+	return nil
+}
 
 // writePlan prints the plan (plan.Plan.WriteText), then what holds its devices.
 func writePlan(w io.Writer, root string, p *plan.Plan) error {

@@ -7,7 +7,14 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/health"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/split"
 )
+
+// statusDoc is status -o json: the drivers' status, and the other parts' drift.
+type statusDoc struct {
+	*health.StatusReport
+	*split.Parts
+}
 
 // ExitDrift is status's exit code when the host is not in the desired state.
 const ExitDrift = 3
@@ -47,14 +54,37 @@ Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 				warnings = append(warnings, fmt.Sprintf("quarantined GPUs cannot be seen: %v (the records are root's)", err))
 				g.warn(warnings)
 			}
-			doc := health.NewStatusReport(inv.Root, p, pools, quarantined)
+			ch, err := d.change(g, pl, "apply")
+			if err != nil {
+				return err
+			}
+			doc := statusDoc{StatusReport: health.NewStatusReport(inv.Root, p, pools, quarantined)}
 			doc.Warnings = append(doc.Warnings, warnings...)
+			others := ch.Drift()
+			if len(others) > 0 && len(p.Moves) > 0 {
+				others = others[1:] // the drivers', which the status report has
+			}
+			next := ""
+			if len(others) > 0 || !doc.InSync {
+				doc.InSync, next = false, d.next(g)
+			}
+			parts := ch.Parts(next)
+			doc.Parts = &parts
 			if g.json() {
 				if err := g.writeJSON(doc); err != nil {
 					return err
 				}
 			} else {
-				doc.WriteText(g.stdout, p)
+				if len(others) > 0 && p.Empty() && len(quarantined) == 0 {
+					fmt.Fprintf(g.stdout, "%s: DRIFT: the drivers are as the split asks, the rest is not:\n", inv.Root)
+					plan.WritePools(g.stdout, doc.Pools)
+				} else {
+					doc.WriteText(g.stdout, p)
+				}
+				ch.WriteDrift(g.stdout)
+				if next != "" {
+					fmt.Fprintf(g.stdout, "\nnext: %s\n", next)
+				}
 			}
 			if !doc.InSync {
 				return &ExitError{Code: ExitDrift}

@@ -12,7 +12,11 @@ import (
 )
 
 // inSyncSplit is a desired state the sample host is in: every GPU on nvidia.
-const inSyncSplit = "rest = \"keep\"\n[[group]]\nname = \"ct\"\nselect = [\"numa:0\"]\ndriver = \"nvidia\"\n"
+// driversOnly leaves Proxmox's files and the boot files out of a split on a Proxmox
+// node, where they are in it unless the file says no.
+const driversOnly = "sync_proxmox = false\npersist = false\n"
+
+const inSyncSplit = driversOnly + "rest = \"keep\"\n[[group]]\nname = \"ct\"\nselect = [\"numa:0\"]\ndriver = \"nvidia\"\n"
 
 // A quarantined GPU takes a host in sync out of it: status lists it with its evidence
 // and the way to release it, exits 3, and its JSON carries it in quarantined[].

@@ -180,9 +180,10 @@ ConditionPathExists={{.Config}}
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart={{.Binary}} apply --config {{.Config}} --yes
+# --persist=false: these files are in place, since they started it.
+ExecStart={{.Binary}} apply --config {{.Config}} --persist=false --yes
 # Fails the unit, loudly, when the host is not in the desired state after all.
-ExecStartPost={{.Binary}} status --config {{.Config}}
+ExecStartPost={{.Binary}} status --config {{.Config}} --persist=false
 
 [Install]
 WantedBy=multi-user.target pve-guests.service

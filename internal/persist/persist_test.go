@@ -100,7 +100,7 @@ func TestUnitOrdering(t *testing.T) {
 		if !lines["Before=pve-guests.service pve-ha-lrm.service lxc.service nvidia-persistenced.service nvidia-fabricmanager.service multi-user.target"] {
 			t.Errorf("sync_proxmox %v: the unit is no longer before the guests:\n%s", sync, unit)
 		}
-		if !lines["ExecStart="+DefaultBinary+" apply --config "+plan.DefaultConfig+" --yes"] {
+		if !lines["ExecStart="+DefaultBinary+" apply --config "+plan.DefaultConfig+" --persist=false --yes"] {
 			t.Errorf("sync_proxmox %v: the unit does not run %s:\n%s", sync, DefaultBinary, unit)
 		}
 	}

@@ -26,7 +26,7 @@ type Parts struct {
 
 // BootReport is the boot files' part: the binary the unit runs and each file's state.
 type BootReport struct {
-	Binary persist.BinaryReport  `json:"binary"`
+	Binary persist.BinaryReport `json:"binary"`
 	Files  []persist.FileReport `json:"files"`
 }
 
@@ -81,9 +81,7 @@ func (c *Change) WriteText(w io.Writer) {
 	}
 	if len(c.Stops) > 0 {
 		fmt.Fprintln(w, "\napply would stop, changing nothing:")
-		for _, s := range c.Stops {
-			fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(s.Error(), "\n", "\n    "))
-		}
+		fmt.Fprintln(w, strings.TrimPrefix((&StopError{Stops: c.Stops}).Error(), "nothing was changed:\n"))
 	}
 }
 

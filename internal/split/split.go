@@ -8,6 +8,7 @@ package split
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -105,16 +106,15 @@ func held(p *plan.Plan) error {
 	if bind.Held(p) == nil {
 		return nil
 	}
-	var lines []string
+	var lines, devices []string
 	seen := map[string]bool{}
-	n := 0
 	for _, m := range p.Moves {
 		if len(m.Holders) > 0 {
-			n++
+			devices = append(devices, m.Device.String())
 			lines = append(lines, bind.ReleaseLines(m.Holders, seen)...)
 		}
 	}
-	return fmt.Errorf("%s in use; release them, then run again:\n%s", plural.N(n, "device is", "devices are"), strings.Join(lines, "\n"))
+	return fmt.Errorf("in use: %s; release what holds %s, then run again:\n%s", strings.Join(devices, ", "), plural.N(len(devices), "it", "them")[2:], strings.Join(lines, "\n"))
 }
 
 // hooks works out the hookscript of each pool's VM that lacks gpusplit's: without it the
@@ -251,5 +251,58 @@ type PartDrift struct {
 	Items []string `json:"items"`
 }
 
-// Err joins the reasons apply would stop, nil when there is none.
-func (c *Change) Err() error { return errors.Join(c.Stops...) }
+// Changed says how the change worked out again under the lock (now) departs from the
+// one that was shown: the drivers' plan.Changed, and any Proxmox file, hookscript or
+// boot file whose change is not the one shown. Empty when the shown change is still the
+// one to make.
+func Changed(shown, now *Change) []string {
+	out := plan.Changed(shown.Drivers, now.Drivers)
+	diffs := func(c *Change) map[string]string {
+		m := map[string]string{}
+		if c.Proxmox != nil {
+			for _, ch := range c.Proxmox.Changes {
+				m[ch.Path] = ch.Diff
+			}
+		}
+		for _, h := range c.Hooks {
+			m[fmt.Sprintf("the hookscript of VM %d", h.Guest)] = h.Diff
+		}
+		for _, f := range c.BootState {
+			m[f.Path] = f.State + "\x00" + f.Content
+		}
+		return m
+	}
+	was, is := diffs(shown), diffs(now)
+	for _, k := range slices.Sorted(maps.Keys(is)) {
+		if was[k] != is[k] {
+			out = append(out, k+" changed since the change was shown")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(was)) {
+		if _, ok := is[k]; !ok {
+			out = append(out, k+" no longer needs to change")
+		}
+	}
+	return out
+}
+
+// StopError is apply refusing before its first change, with every reason.
+type StopError struct {
+	Stops  []error
+	DryRun bool
+}
+
+func (e *StopError) Error() string {
+	var b strings.Builder
+	if e.DryRun {
+		b.WriteString("dry run: nothing was changed, and apply would stop:")
+	} else {
+		b.WriteString("nothing was changed:")
+	}
+	for _, s := range e.Stops {
+		b.WriteString("\n  " + strings.ReplaceAll(s.Error(), "\n", "\n    "))
+	}
+	return b.String()
+}
+
+func (e *StopError) Unwrap() []error { return e.Stops }
