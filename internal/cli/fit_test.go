@@ -55,7 +55,8 @@ func TestFitReferenceCase(t *testing.T) {
 		"container 129 now: 8 × RTX PRO 6000 Blackwell Workstation Edition (97,887 MiB); NUMA 0: 4, NUMA 1: 4",
 		"container 129 after the split: 4 × RTX PRO 6000 Blackwell Workstation Edition (97,887 MiB); NUMA 0: 4",
 		"recommended: TP2×PP2: the fewest GPUs per replica that fit (4, 2 replicas)",
-		"TP4: tight: holds 8 of the 16 sequences of 262,144 tokens",
+		"TP4: does not fit: holds 8 of the 16 sequences of 262,144 tokens asked",
+		"recommended: none: no placement holds the 16 sequences of 262,144 tokens asked; the most is 15, at TP2×PP2",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
@@ -82,7 +83,7 @@ func TestFitReferenceCase(t *testing.T) {
 		tp       int64
 		replicas int64
 		verdict  string
-	}{{0, 4, 2, "tight"}, {0, 8, 1, "tight"}, {1, 4, 1, "tight"}} {
+	}{{0, 4, 2, "tight"}, {0, 8, 1, "does not fit"}, {1, 4, 1, "does not fit"}} {
 		weights, kv, seqs := referenceFigures(c.tp)
 		p := byName(doc.Sets[c.set], map[int64]string{4: "TP4", 8: "TP8"}[c.tp])
 		if p.WeightBytesPerGPU != weights || p.KVBytesPerGPU != kv || p.Sequences != seqs*c.replicas || p.Verdict != c.verdict {
@@ -90,11 +91,12 @@ func TestFitReferenceCase(t *testing.T) {
 				p.WeightBytesPerGPU, p.KVBytesPerGPU, p.Sequences, p.Verdict, weights, kv, seqs*c.replicas, c.verdict)
 		}
 	}
-	// 8 sequences a replica at TP4: 16 on the 8 GPUs (no margin), 8 on the 4 left.
+	// 8 sequences a replica at TP4: 16 on the 8 GPUs (tight: all 16, nothing to spare),
+	// 8 of the 16 on the 4 left (does not fit).
 	if _, _, seqs := referenceFigures(4); seqs != 8 {
 		t.Errorf("TP4 holds %d sequences", seqs)
 	}
-	if doc.Sets[0].Recommended != "TP2×PP2" || doc.Sets[1].Recommended != "TP2×PP2" || byName(doc.Sets[1], "TP2×PP2").Verdict != "tight" {
+	if doc.Sets[0].Recommended != "TP2×PP2" || doc.Sets[1].Recommended != "" || byName(doc.Sets[1], "TP2×PP2").Verdict != "does not fit" {
 		t.Errorf("recommended %q and %q", doc.Sets[0].Recommended, doc.Sets[1].Recommended)
 	}
 	if doc.Sets[0].Container == nil || *doc.Sets[0].Container != 129 || doc.Sets[0].VM != nil {
@@ -174,18 +176,18 @@ func TestPlanModel(t *testing.T) {
 	with := strings.Replace(docs.SplitTOML, `model = "/tank/models/Qwen3.5-397B-A17B-NVFP4"`, `model = "`+abs+`"`, 1)
 	os.WriteFile(filepath.Join(dir, "with.toml"), []byte(with), 0o644)
 	out := mustRun(t, "--demo", "plan", "--config", filepath.Join(dir, "with.toml"))
-	if want := `model of group "inference" (container 129) after the split: ` + abs + ` on 4 GPUs: tight as TP2×PP2: holds 15 of the 16 sequences of 262,144 tokens`; !strings.Contains(out, want) {
+	if want := `model of group "inference" (container 129) after the split: ` + abs + ` on 4 GPUs does not fit: no placement holds the 16 sequences of 262,144 tokens asked; the most is 15, at TP2×PP2`; !strings.Contains(out, want) {
 		t.Errorf("no %q in\n%s", want, out)
 	}
 	var doc planDoc
 	json.Unmarshal([]byte(mustRun(t, "--demo", "plan", "--config", filepath.Join(dir, "with.toml"), "-o", "json")), &doc)
-	if len(doc.Models) != 1 || doc.Models[0].Recommended != "TP2×PP2" || len(doc.Models[0].GPUs) != 4 || doc.Models[0].Concurrency != 16 {
+	if len(doc.Models) != 1 || doc.Models[0].Recommended != "" || doc.Models[0].Verdict != "does not fit" || len(doc.Models[0].GPUs) != 4 || doc.Models[0].Concurrency != 16 {
 		t.Errorf("%+v", doc.Models)
 	}
 	// A relative path is relative to the file's directory.
 	rel, _ := filepath.Rel(dir, abs)
 	os.WriteFile(filepath.Join(dir, "rel.toml"), []byte(strings.Replace(with, abs, rel, 1)), 0o644)
-	if out := mustRun(t, "--demo", "plan", "--config", filepath.Join(dir, "rel.toml")); !strings.Contains(out, "tight as TP2×PP2") {
+	if out := mustRun(t, "--demo", "plan", "--config", filepath.Join(dir, "rel.toml")); !strings.Contains(out, "on 4 GPUs does not fit: no placement holds the 16 sequences") {
 		t.Errorf("relative path:\n%s", out)
 	}
 	// No model: the plan as it always was, and no models in its JSON.
@@ -222,14 +224,14 @@ func TestPVESyncModel(t *testing.T) {
 	with := strings.Replace(docs.SplitTOML, `model = "/tank/models/Qwen3.5-397B-A17B-NVFP4"`, `model = "`+abs+`"`, 1)
 	os.WriteFile(filepath.Join(dir, "with.toml"), []byte(with), 0o644)
 	out, _, _ := run(t, "--demo", "pve", "sync", "--config", filepath.Join(dir, "with.toml"))
-	if want := `model of group "inference" (container 129) after the split: ` + abs + ` on 4 GPUs: tight as TP2×PP2`; !strings.Contains(out, want) {
+	if want := `model of group "inference" (container 129) after the split: ` + abs + ` on 4 GPUs does not fit: no placement holds the 16 sequences`; !strings.Contains(out, want) {
 		t.Errorf("no %q in\n%s", want, out)
 	}
 	js, _, _ := run(t, "--demo", "pve", "sync", "--config", filepath.Join(dir, "with.toml"), "-o", "json")
 	var doc struct {
 		Models []planModelJSON `json:"models"`
 	}
-	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Models) != 1 || doc.Models[0].Recommended != "TP2×PP2" {
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Models) != 1 || doc.Models[0].Verdict != "does not fit" {
 		t.Errorf("%v %+v\n%s", err, doc.Models, js)
 	}
 	if out, _, _ := run(t, "--demo", "pve", "sync", "--vfio", "numa:1"); strings.Contains(out, "model of") {

@@ -55,9 +55,42 @@ const (
 	DoesNotFit Verdict = "does not fit"
 )
 
-// Margin is the share the KV cache must hold beyond what is asked for a "fits": the
-// engine's reserve is an estimate, and a cache full to the last sequence preempts.
+// Margin is the share of the KV cache that must be left once the sequences asked for
+// are in it for a "fits": the engine's reserve is an estimate, and a cache full to the
+// last sequence preempts.
 const Margin = 0.10
+
+// Judge is the one rule behind every verdict, the table's and the JSON's alike. headroom
+// is what Headroom gives: the share of the tightest stage's KV cache left once the
+// sequences asked for are in it, below 0 when they are not all held.
+//
+//   - does not fit: the weights and the reserve leave no KV cache (ok false), or the
+//     cache holds fewer sequences than asked (headroom < 0): a server asked for 16
+//     sequences that holds 8 queues or preempts the other 8;
+//   - tight: it holds them all, with less than Margin (10%) of the cache to spare;
+//   - fits: it holds them all with Margin or more to spare.
+func Judge(ok bool, headroom float64) Verdict {
+	switch {
+	case !ok || headroom < 0:
+		return DoesNotFit
+	case headroom < Margin:
+		return Tight
+	}
+	return Fits
+}
+
+// Headroom is the share of a stage's KV cache left once it holds its part of the
+// sequences asked for: kv / (⌈want / replicas⌉ × perSequence) − 1. A stage whose
+// sequences take nothing has all of it to spare: the largest float64, which JSON holds
+// where it holds no infinity.
+func Headroom(kv, perSequence int64, want, replicas int) float64 {
+	perReplica := (want + replicas - 1) / max(replicas, 1)
+	need := float64(perSequence) * float64(perReplica)
+	if need <= 0 {
+		return math.MaxFloat64
+	}
+	return float64(kv)/need - 1
+}
 
 // Stage is one pipeline stage of a placement.
 type Stage struct {
@@ -75,8 +108,9 @@ type Stage struct {
 	Budget  Budget
 	KV      int64
 	kv      stageKV
-	// Tokens and Sequences are what the stage's cache holds.
-	Tokens, Sequences int64
+	// Tokens and Sequences are what the stage's cache holds; PerSequence what one
+	// sequence of Options.Context takes of it.
+	Tokens, Sequences, PerSequence int64
 }
 
 // Placement is one way to run the model on the set.
@@ -91,6 +125,9 @@ type Placement struct {
 	// Tokens is the longest context one replica holds (the least over its stages);
 	// Sequences the sequences of Options.Context all replicas hold at once.
 	Tokens, Sequences int64
+	// Headroom is the share of the KV cache left once the sequences asked for are in
+	// it, the least over the stages (Headroom); the verdict is Judge's of it.
+	Headroom float64
 	// SpansNUMA is set when a TP group has GPUs on more than one NUMA node;
 	// CrossNodeAllReduces counts the all-reduces per forward pass that cross nodes (two
 	// per layer of each such group), CrossNodeHops the stage boundaries that do.
@@ -335,6 +372,7 @@ func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) (Placement, 
 				st.Sequences = st.KV / per
 			}
 		}
+		st.PerSequence = per
 		perSeq = max(perSeq, per)
 		p.Stages = append(p.Stages, st)
 	}
@@ -358,7 +396,7 @@ func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) (Placement, 
 	p.PerSequence = perSeq
 	p.Sequences *= int64(p.Replicas)
 	p.Notes = placementNotes(m, tp, pp, p)
-	p.Verdict, p.Why = verdict(p, o)
+	p.Verdict, p.Headroom, p.Why = verdict(p, o)
 	return p, nil
 }
 
@@ -402,30 +440,39 @@ func splitNotes(m *hfmodel.Model) []string {
 	return notes
 }
 
-// verdict judges a placement against the sequences asked for.
-func verdict(p Placement, o Options) (Verdict, string) {
+// verdict judges a placement against the sequences asked for, by Judge, and says why
+// in the placement's figures.
+func verdict(p Placement, o Options) (Verdict, float64, string) {
+	ctx := Thousands(int64(o.Context))
+	headroom := math.MaxFloat64
 	for _, s := range p.Stages {
 		if s.KV <= 0 {
-			return DoesNotFit, fmt.Sprintf("%s of weights and %s of reserve per GPU leave no KV cache on %s GPUs (%s short)",
+			return Judge(false, -1), -1, fmt.Sprintf("%s of weights and %s of reserve per GPU leave no KV cache on %s GPUs (%s short)",
 				GiBText(s.Weights), GiBText(s.Budget.Reserve), GiBText(s.Memory), GiBText(-s.KV))
 		}
-	}
-	perReplica := p.Sequences / int64(p.Replicas)
-	if perReplica < 1 {
-		return DoesNotFit, fmt.Sprintf("the KV cache holds %s tokens per replica, less than one sequence of %s", Thousands(p.Tokens), Thousands(int64(o.Context)))
+		headroom = min(headroom, Headroom(s.KV, s.PerSequence, o.Concurrency, p.Replicas))
 	}
 	want := int64(o.Concurrency)
-	if p.Sequences < want {
-		return Tight, fmt.Sprintf("holds %d of the %d sequences of %s tokens", p.Sequences, want, Thousands(int64(o.Context)))
+	v := Judge(true, headroom)
+	switch v {
+	case DoesNotFit:
+		return v, headroom, fmt.Sprintf("holds %d of the %d sequences of %s tokens asked", p.Sequences, want, ctx)
+	case Tight:
+		return v, headroom, fmt.Sprintf("holds the %d sequences of %s tokens asked with %s of the KV cache to spare, less than the %d%% a fit keeps (the reserve is an estimate)", want, ctx, percent(headroom), int(Margin*100))
 	}
-	if float64(p.Sequences) < float64(want)*(1+Margin) {
-		return Tight, fmt.Sprintf("holds %d sequences of %s tokens, within %d%% of the %d asked: the reserve is an estimate", p.Sequences, Thousands(int64(o.Context)), int(Margin*100), want)
+	return v, headroom, fmt.Sprintf("holds %d sequences of %s tokens, %d asked, with %s of the KV cache to spare", p.Sequences, ctx, want, percent(headroom))
+}
+
+// percent words a share of the KV cache: "4%", "more than 1000%".
+func percent(f float64) string {
+	if f > 10 {
+		return "more than 1000%"
 	}
-	return Fits, fmt.Sprintf("holds %d sequences of %s tokens, %d asked", p.Sequences, Thousands(int64(o.Context)), want)
+	return fmt.Sprintf("%d%%", int(math.Floor(f*100)))
 }
 
 // recommend ranks the placements: first what fits (then what is tight, the most
-// sequences first), then the fewest
+// sequences first; what does not fit is never recommended), then the fewest
 // GPUs per replica (the rest serve more replicas), then TP groups inside one NUMA node;
 // without P2P, the fewest collectives across nodes; then the fewest pipeline stages;
 // then the most sequences.
@@ -443,7 +490,7 @@ func recommend(res *Result, o Options) {
 	better := func(a, b Placement) bool {
 		c := cmp.Compare(rank(a.Verdict), rank(b.Verdict))
 		if c == 0 && a.Verdict == Tight {
-			// Short of what is asked: the closest first.
+			// Little to spare: the most room first.
 			c = cmp.Compare(b.Sequences, a.Sequences)
 		}
 		c = cmp.Or(c,
@@ -468,14 +515,14 @@ func recommend(res *Result, o Options) {
 	}
 	res.Recommended = best
 	if best < 0 {
-		res.Why = "no placement holds one sequence of the context on these GPUs"
+		res.Why = noneWhy(res, o)
 		return
 	}
 	p := &res.Placements[best]
 	p.Recommended = true
 	var why []string
 	if p.Verdict == Tight {
-		why = append(why, "nothing fits with room to spare; this comes closest")
+		why = append(why, "nothing fits with room to spare; this has the most")
 	} else {
 		why = append(why, fmt.Sprintf("the fewest GPUs per replica that fit (%d, %s)", p.TP*p.PP, plural(p.Replicas, "replica")))
 	}
@@ -489,6 +536,23 @@ func recommend(res *Result, o Options) {
 		why = append(why, "no all-reduce crosses nodes, which matters without P2P")
 	}
 	res.Why = strings.Join(why, "; ")
+}
+
+// noneWhy says why no placement is recommended: the most sequences any holds, and what
+// would make room.
+func noneWhy(res *Result, o Options) string {
+	best := -1
+	for i, p := range res.Placements {
+		if best < 0 || p.Sequences > res.Placements[best].Sequences {
+			best = i
+		}
+	}
+	ctx := Thousands(int64(o.Context))
+	if best < 0 || res.Placements[best].Sequences == 0 {
+		return fmt.Sprintf("no placement holds one sequence of %s tokens on these GPUs", ctx)
+	}
+	p := res.Placements[best]
+	return fmt.Sprintf("no placement holds the %d sequences of %s tokens asked; the most is %d, at %s: fewer sequences, a shorter context or an FP8 KV cache make room", o.Concurrency, ctx, p.Sequences, p.Name())
 }
 
 func boolInt(b bool) int {

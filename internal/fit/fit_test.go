@@ -321,13 +321,14 @@ func TestReferenceCase(t *testing.T) {
 		check(t, find(t, r, "TP8"), []stage{stageOf(0, 60, 8, true, true)}, 1)
 		check(t, find(t, r, "TP4×PP2"), []stage{stageOf(0, 30, 4, true, false), stageOf(30, 60, 4, false, true)}, 1)
 		check(t, find(t, r, "TP2×PP2"), []stage{stageOf(0, 30, 2, true, false), stageOf(30, 60, 2, false, true)}, 2)
-		// The figures these give: TP4 holds 8 sequences a replica, 16 over two, no
-		// margin; TP8 15; TP4×PP2 28; TP2×PP2 15 a replica, 30 over two.
+		// The figures these give: TP4 holds 8 sequences a replica, 16 over two, less
+		// than 10% to spare; TP8 15 of the 16, which does not fit; TP4×PP2 28; TP2×PP2
+		// 15 a replica, 30 over two.
 		for _, c := range []struct {
 			name    string
 			seqs    int64
 			verdict Verdict
-		}{{"TP4", 16, Tight}, {"TP8", 15, Tight}, {"TP4×PP2", 28, Fits}, {"TP2×PP2", 30, Fits}, {"TP2", 0, DoesNotFit}, {"TP1", 0, DoesNotFit}} {
+		}{{"TP4", 16, Tight}, {"TP8", 15, DoesNotFit}, {"TP4×PP2", 28, Fits}, {"TP2×PP2", 30, Fits}, {"TP2", 0, DoesNotFit}, {"TP1", 0, DoesNotFit}} {
 			if p := find(t, r, c.name); p.Sequences != c.seqs || p.Verdict != c.verdict {
 				t.Errorf("%s: %d sequences, %s; want %d, %s", c.name, p.Sequences, p.Verdict, c.seqs, c.verdict)
 			}
@@ -350,12 +351,16 @@ func TestReferenceCase(t *testing.T) {
 		check(t, find(t, r, "TP4"), []stage{tp4}, 1)
 		check(t, find(t, r, "TP2×PP2"), []stage{stageOf(0, 30, 2, true, false), stageOf(30, 60, 2, false, true)}, 1)
 		// 8 of the 16 sequences at TP4: the container's 4 GPUs no longer serve what the
-		// 8 did. TP2×PP2 comes closest (15).
-		if p := find(t, r, "TP4"); p.Sequences != 8 || p.Verdict != Tight || !strings.Contains(p.Why, "holds 8 of the 16") {
+		// 8 did, and a server asked for 16 that holds 8 does not fit. None does:
+		// TP2×PP2 comes closest (15), and the reason says so.
+		if p := find(t, r, "TP4"); p.Sequences != 8 || p.Verdict != DoesNotFit || !strings.Contains(p.Why, "holds 8 of the 16") {
 			t.Errorf("TP4: %d, %s: %s", p.Sequences, p.Verdict, p.Why)
 		}
-		if got := r.Placements[r.Recommended]; got.Name() != "TP2×PP2" || got.Verdict != Tight || got.Sequences != 15 {
-			t.Errorf("recommended %s (%s, %d)", got.Name(), got.Verdict, got.Sequences)
+		if p := find(t, r, "TP2×PP2"); p.Sequences != 15 || p.Verdict != DoesNotFit {
+			t.Errorf("TP2×PP2: %d, %s", p.Sequences, p.Verdict)
+		}
+		if r.Recommended != -1 || !strings.Contains(r.Why, "the most is 15, at TP2×PP2") {
+			t.Errorf("recommended %d: %s", r.Recommended, r.Why)
 		}
 		// In FP8 the cache per token halves: TP4 then holds 15, TP2×PP2 29.
 		kv8 := o
@@ -386,7 +391,8 @@ func TestRanking(t *testing.T) {
 		{"fewest GPUs per replica", true, []Placement{p(8, 1, 1, Fits, 40, false, 0), p(4, 1, 2, Fits, 20, false, 0)}, "TP4"},
 		{"TP inside a node", true, []Placement{p(8, 1, 1, Fits, 40, true, 120), p(4, 2, 1, Fits, 20, false, 0)}, "TP4×PP2"},
 		{"shallowest pipeline", true, []Placement{p(2, 2, 2, Fits, 30, false, 0), p(4, 1, 2, Fits, 18, false, 0)}, "TP4"},
-		{"the closest of the tight", true, []Placement{p(4, 1, 1, Tight, 8, false, 0), p(2, 2, 1, Tight, 15, false, 0)}, "TP2×PP2"},
+		{"the most room of the tight", true, []Placement{p(4, 1, 1, Tight, 16, false, 0), p(2, 2, 1, Tight, 17, false, 0)}, "TP2×PP2"},
+		{"never what does not fit", true, []Placement{p(4, 1, 1, DoesNotFit, 8, false, 0), p(2, 2, 1, DoesNotFit, 15, false, 0)}, ""},
 		// Both span nodes: without P2P every all-reduce goes through host memory, and
 		// the fewest that cross nodes win over more sequences.
 		{"without P2P, fewest cross-node all-reduces", false, []Placement{p(8, 1, 1, Fits, 40, true, 120), p(8, 1, 1, Fits, 30, true, 60)}, "60"},
@@ -411,17 +417,35 @@ func TestRanking(t *testing.T) {
 	}
 }
 
-// TestVerdicts checks the thresholds: fewer sequences than asked is tight, as many but
-// within the 10% margin is tight, beyond it fits; none is does not fit.
+// TestVerdicts checks the thresholds of Judge through verdict: a cache that holds fewer
+// sequences than asked does not fit, whatever it holds (8 of 16 included); one that holds
+// them with less than 10% of it to spare is tight; with 10% or more, it fits.
 func TestVerdicts(t *testing.T) {
+	const per = 1000 // bytes per sequence
 	for _, c := range []struct {
-		seqs, replicas int64
-		kv             int64
-		want           Verdict
-	}{{0, 1, 1, DoesNotFit}, {15, 1, 1, Tight}, {16, 1, 1, Tight}, {17, 1, 1, Tight}, {18, 1, 1, Fits}, {18, 2, 1, Fits}, {1, 2, 1, DoesNotFit}, {20, 1, -1, DoesNotFit}} {
-		p := Placement{Sequences: c.seqs, Replicas: int(c.replicas), Stages: []Stage{{KV: c.kv}}}
-		if v, why := verdict(p, Options{Context: 1000, Concurrency: 16}); v != c.want {
-			t.Errorf("%d sequences over %d replicas, KV %d: %s (%s), want %s", c.seqs, c.replicas, c.kv, v, why, c.want)
+		kv       int64
+		replicas int
+		want     Verdict
+	}{
+		{-1, 1, DoesNotFit}, {0, 1, DoesNotFit},
+		{8 * per, 1, DoesNotFit},    // 8 of 16
+		{16*per - 1, 1, DoesNotFit}, // 15 of 16
+		{16 * per, 1, Tight},        // all 16, nothing to spare
+		{17*per + 599, 1, Tight},    // 9.99% to spare
+		{17*per + 600, 1, Fits},     // 10%
+		{8 * per, 2, Tight},         // 8 in each of 2 replicas: 16, nothing to spare
+		{9 * per, 2, Fits},          // 8 of each replica's 9: 12.5% to spare
+		{6 * per, 3, Tight},         // ⌈16/3⌉ = 6 per replica, nothing to spare
+		{5 * per, 3, DoesNotFit},    // 15 of 16
+	} {
+		p := Placement{Replicas: c.replicas, Stages: []Stage{{KV: c.kv, PerSequence: per}}}
+		p.Sequences = max(c.kv, 0) / per * int64(c.replicas)
+		v, headroom, why := verdict(p, Options{Context: 1000, Concurrency: 16})
+		if v != c.want {
+			t.Errorf("KV %d over %d replicas: %s (%s), want %s", c.kv, c.replicas, v, why, c.want)
+		}
+		if c.kv > 0 && v != Judge(true, headroom) {
+			t.Errorf("KV %d: verdict %s, Judge of its headroom %g %s", c.kv, v, headroom, Judge(true, headroom))
 		}
 	}
 }

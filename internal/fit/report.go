@@ -93,20 +93,24 @@ type GPUReport struct {
 
 // PlacementReport is a Placement's JSON form.
 type PlacementReport struct {
-	Name                string        `json:"name"`
-	TP                  int           `json:"tp"`
-	PP                  int           `json:"pp"`
-	Replicas            int           `json:"replicas"`
-	GPUsPerReplica      int           `json:"gpus_per_replica"`
-	WeightBytesPerGPU   int64         `json:"weight_bytes_per_gpu"`
-	ReserveBytesPerGPU  int64         `json:"reserve_bytes_per_gpu"`
-	MemoryFraction      float64       `json:"memory_fraction"`
-	KVBytesPerGPU       int64         `json:"kv_bytes_per_gpu"`
-	KVBytesPerToken     int64         `json:"kv_bytes_per_token"`
-	StateBytesPerSeq    int64         `json:"state_bytes_per_sequence"`
-	BytesPerSequence    int64         `json:"bytes_per_sequence"`
-	KVTokens            int64         `json:"kv_tokens"`
-	Sequences           int64         `json:"sequences"`
+	Name               string  `json:"name"`
+	TP                 int     `json:"tp"`
+	PP                 int     `json:"pp"`
+	Replicas           int     `json:"replicas"`
+	GPUsPerReplica     int     `json:"gpus_per_replica"`
+	WeightBytesPerGPU  int64   `json:"weight_bytes_per_gpu"`
+	ReserveBytesPerGPU int64   `json:"reserve_bytes_per_gpu"`
+	MemoryFraction     float64 `json:"memory_fraction"`
+	KVBytesPerGPU      int64   `json:"kv_bytes_per_gpu"`
+	KVBytesPerToken    int64   `json:"kv_bytes_per_token"`
+	StateBytesPerSeq   int64   `json:"state_bytes_per_sequence"`
+	BytesPerSequence   int64   `json:"bytes_per_sequence"`
+	KVTokens           int64   `json:"kv_tokens"`
+	Sequences          int64   `json:"sequences"`
+	// KVHeadroom is the share of the KV cache left once the sequences asked for are in
+	// it, the least over the stages; -1 when there is no cache. The verdict is
+	// fit.Judge's of it.
+	KVHeadroom          float64       `json:"kv_headroom"`
 	Verdict             string        `json:"verdict"`
 	Why                 string        `json:"why"`
 	Recommended         bool          `json:"recommended"`
@@ -128,6 +132,7 @@ type StageReport struct {
 	KV              int64    `json:"kv_bytes"`
 	KVTokens        int64    `json:"kv_tokens"`
 	Sequences       int64    `json:"sequences"`
+	BytesPerSeq     int64    `json:"bytes_per_sequence"`
 	MemoryFraction  float64  `json:"memory_fraction"`
 	FractionFrom    string   `json:"memory_fraction_from"`
 	KVBytesPerToken int64    `json:"kv_bytes_per_token"`
@@ -362,13 +367,13 @@ func fillSet(js *SetReport, res *Result) {
 			Name: p.Name(), TP: p.TP, PP: p.PP, Replicas: p.Replicas, GPUsPerReplica: p.TP * p.PP,
 			WeightBytesPerGPU: p.Weights, ReserveBytesPerGPU: p.Reserve, MemoryFraction: p.Stages[0].Budget.Fraction,
 			KVBytesPerGPU: max(p.KV, 0), KVBytesPerToken: p.PerToken, StateBytesPerSeq: p.State, BytesPerSequence: p.PerSequence,
-			KVTokens: p.Tokens, Sequences: p.Sequences, Verdict: string(p.Verdict), Why: p.Why, Recommended: p.Recommended,
+			KVTokens: p.Tokens, Sequences: p.Sequences, KVHeadroom: p.Headroom, Verdict: string(p.Verdict), Why: p.Why, Recommended: p.Recommended,
 			SpansNUMA: p.SpansNUMA, CrossNodeAllReduces: p.CrossNodeAllReduces, CrossNodeHops: p.CrossNodeHops,
 			Stages: []StageReport{}, Notes: append([]string{}, p.Notes...),
 		}
 		for _, s := range p.Stages {
 			sj := StageReport{Layers: [2]int{s.First, s.Last}, GPUs: []string{}, NUMANodes: append([]int{}, s.Nodes...), Memory: s.Memory,
-				Weights: s.Weights, Reserve: s.Budget.Reserve, KV: max(s.KV, 0), KVTokens: s.Tokens, Sequences: s.Sequences,
+				Weights: s.Weights, Reserve: s.Budget.Reserve, KV: max(s.KV, 0), KVTokens: s.Tokens, Sequences: s.Sequences, BytesPerSeq: s.PerSequence,
 				MemoryFraction: s.Budget.Fraction, FractionFrom: s.Budget.FractionFrom, KVBytesPerToken: s.PerToken()}
 			for _, a := range s.GPUs {
 				sj.GPUs = append(sj.GPUs, a.String())

@@ -59,7 +59,7 @@ func TestRun(t *testing.T) {
 	if rep.Context != 262144 || rep.Concurrency != 16 || rep.ServingFrom != `group "inference" of docs/split.toml` {
 		t.Errorf("serving %d × %d from %q", rep.Concurrency, rep.Context, rep.ServingFrom)
 	}
-	if len(rep.Sets) != 2 || len(rep.Sets[0].GPUs) != 8 || len(rep.Sets[1].GPUs) != 4 || rep.Sets[1].Recommended != "TP2×PP2" {
+	if len(rep.Sets) != 2 || len(rep.Sets[0].GPUs) != 8 || len(rep.Sets[1].GPUs) != 4 || rep.Sets[0].Recommended != "TP2×PP2" || rep.Sets[1].Recommended != "" {
 		t.Fatalf("sets %+v", rep.Sets)
 	}
 	if !strings.HasSuffix(rep.Sets[1].From, "(the reference split: the sample host carries no "+plan.DefaultConfig+")") {
@@ -166,7 +166,9 @@ func TestGroupModels(t *testing.T) {
 		}
 	}
 	got = GroupModels(file, inv, p, "../../testdata/models", measured)
-	if len(got) != 1 || got[0].Error != "" || got[0].Recommended != "TP2×PP2" || got[0].Verdict != "tight" {
+	// After the split the 4 GPUs hold 15 of the 16 sequences at best: it does not fit,
+	// and the reason names the closest placement.
+	if len(got) != 1 || got[0].Error != "" || got[0].Recommended != "" || got[0].Verdict != "does not fit" || !strings.Contains(got[0].Why, "the most is 15, at TP2×PP2") {
 		t.Errorf("%+v", got)
 	}
 }
