@@ -78,6 +78,20 @@ var Bounds = []Bound{
 	{Fields: []string{"linear_key_head_dim"}, Max: 1 << 11, Largest: 128, Seen: "Qwen3-Next, Qwen3.5"},
 	{Fields: []string{"linear_value_head_dim"}, Max: 1 << 11, Largest: 128, Seen: "Qwen3-Next, Qwen3.5"},
 	{Fields: []string{"linear_conv_kernel_dim"}, Max: 1 << 6, Largest: 4, Seen: "Qwen3-Next, Qwen3.5"},
+	// The fields below size only the weights' estimate (EstimateWeights), for a model
+	// directory without safetensors files.
+	// Gemma 3: a vocabulary of 262,208 (google/gemma-3-27b-it).
+	{Fields: []string{"vocab_size", "padded_vocab_size"}, Max: 1 << 23, Largest: 262208, Seen: "Gemma 3"},
+	// DeepSeek-V3 and Kimi K2: q_lora_rank 1536, qk_nope_head_dim and v_head_dim 128.
+	{Fields: []string{"q_lora_rank"}, Max: 1 << 15, Largest: 1536, Seen: "DeepSeek-V3, Kimi K2"},
+	{Fields: []string{"qk_nope_head_dim"}, Max: 1 << 11, Largest: 128, Seen: "DeepSeek-V3, Kimi K2"},
+	{Fields: []string{"v_head_dim"}, Max: 1 << 11, Largest: 128, Seen: "DeepSeek-V3, Kimi K2"},
+	// Qwen2-57B-A14B: a shared expert of 20480. Bounded as intermediate_size is.
+	{Fields: []string{"shared_expert_intermediate_size"}, Max: 1 << 20, Largest: 20480, Seen: "Qwen2-57B-A14B"},
+	// DeepSeek-V3: 3 dense layers before the MoE ones; Qwen's MoE: every layer sparse
+	// (decoder_sparse_step 1). Layer counts.
+	{Fields: []string{"first_k_dense_replace"}, Max: MaxLayers, Largest: 3, Seen: "DeepSeek-V3"},
+	{Fields: []string{"decoder_sparse_step"}, Max: MaxLayers, Largest: 1, Seen: "Qwen2-MoE, Qwen3-MoE"},
 }
 
 // The bounds other code needs by name.

@@ -90,6 +90,12 @@ type Model struct {
 	Tied       bool
 	Quant      Quant
 	Weights    Weights
+	// WeightsFrom says where Weights come from: WeightsExact, the safetensors headers,
+	// or WeightsEstimate, config.json's architecture (EstimateWeights), for a directory
+	// without safetensors files.
+	WeightsFrom string
+	// shape is what the estimate needs of config.json beyond the fields above.
+	shape *shape
 
 	// Missing names the fields the KV cache cannot be sized without, as config.json
 	// spells them; empty when the model is understood.
@@ -129,7 +135,8 @@ func (m *Model) Attention() string {
 // Load reads the model in dir: config.json (required), the quantisation config, and the
 // header of every safetensors shard. config.json is read whole, capped; of the shards
 // only the headers. Every file is read inside dir (see modelDir): a link out of it is
-// refused, as is what is not a regular file.
+// refused, as is what is not a regular file. A directory without safetensors files
+// gets its weights estimated from config.json (EstimateWeights), WeightsFrom says so.
 func Load(dir string) (*Model, error) {
 	d, err := openModelDir(dir)
 	if err != nil {
@@ -141,10 +148,17 @@ func Load(dir string) (*Model, error) {
 		return nil, err
 	}
 	w, notes, err := readWeights(d, m.Layers)
+	if errors.Is(err, errNoWeights) {
+		if w, err = m.EstimateWeights(); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.show("config.json"), err)
+		}
+		m.Weights, m.WeightsFrom = w, WeightsEstimate
+		return m, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	m.Weights = w
+	m.Weights, m.WeightsFrom = w, WeightsExact
 	m.Notes = append(m.Notes, notes...)
 	if w.MTP > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("%s of multi-token-prediction layers are not counted: engines load them only for speculative decoding", GB(w.MTP)))
@@ -166,7 +180,7 @@ func LoadConfig(dir string) (*Model, error) {
 func loadConfig(d *modelDir) (*Model, error) {
 	data, err := d.readFile("config.json", MaxConfigBytes, "a model's config.json")
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s has no config.json: not a Hugging Face model directory", d.path)
+		return nil, fmt.Errorf("%s has no config.json: give the Hugging Face model's directory, the one with config.json (safetensors files optional)", d.path)
 	}
 	if err != nil {
 		return nil, err
@@ -207,6 +221,7 @@ func parseConfig(data []byte) (*Model, object, error) {
 	if err := m.readConfig(top); err != nil {
 		return nil, nil, err
 	}
+	m.readShape(top)
 	return m, top, nil
 }
 
@@ -362,6 +377,11 @@ func (m *Model) readQuant(d *modelDir, top object) error {
 		m.Quant.KVCache = q.KVCache
 	}
 	return nil
+}
+
+// ErrorText words a share as the estimate's error: "±0.5%".
+func ErrorText(f float64) string {
+	return "±" + strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f*100), "0"), ".") + "%"
 }
 
 // GB words a byte count in decimal gigabytes, as model sizes are quoted: "223.4 GB".

@@ -25,6 +25,25 @@ type Quant struct {
 	// Source is where it was read: "config.json quantization_config",
 	// "hf_quant_config.json".
 	Source string
+	// Ignore are the modules the checkpoint leaves unquantised, as the config names
+	// them (modules_to_not_convert, ignore, exclude_modules): names, globs ("*self_attn*")
+	// or "re:" expressions. Only the weights' estimate uses them, when there are no
+	// safetensors headers to count.
+	Ignore []string
+}
+
+// maxIgnore bounds the ignore list kept: the longest published one gpusplit knows,
+// Qwen3.5-122B-A10B-FP8's modules_to_not_convert, has 321 entries.
+const maxIgnore = 4096
+
+// ignoreList reads the first list of module names of keys that q holds.
+func ignoreList(q object, keys ...string) []string {
+	for _, k := range keys {
+		if l := q.strings(k); len(l) > 0 {
+			return l[:min(len(l), maxIgnore)]
+		}
+	}
+	return nil
 }
 
 // Label names the scheme for people: "NVFP4 (groups of 16, hf_quant_config.json)".
@@ -80,6 +99,9 @@ func parseQuant(q object, source string) Quant {
 		out.Bits, _ = q.int("bits")
 		out.GroupSize, _ = q.int("group_size")
 	}
+	if out.Ignore == nil {
+		out.Ignore = ignoreList(q, "modules_to_not_convert", "ignore", "ignored_layers", "exclude_modules")
+	}
 	return out
 }
 
@@ -87,7 +109,7 @@ func parseQuant(q object, source string) Quant {
 // object or config.json's quantization_config: quant_algo NVFP4 (FP4 E2M1 in groups of
 // 16 with FP8 scales) or FP8, and kv_cache_quant_algo.
 func modelOpt(q object, source string) Quant {
-	out := Quant{Source: source}
+	out := Quant{Source: source, Ignore: ignoreList(q, "exclude_modules", "ignore")}
 	switch algo := printable(strings.ToUpper(q.str("quant_algo"))); algo {
 	case "NVFP4", "W4A16_NVFP4", "NVFP4_AWQ":
 		out.Scheme, out.Bits, out.GroupSize = "nvfp4", 4, 16
@@ -116,7 +138,7 @@ func modelOpt(q object, source string) Quant {
 // compressedTensors reads llm-compressor's form: the widest scheme of its config
 // groups names the checkpoint (W4A4 float in groups of 16 is NVFP4).
 func compressedTensors(q object, source string) Quant {
-	out := Quant{Source: source}
+	out := Quant{Source: source, Ignore: ignoreList(q, "ignore")}
 	groups := q.sub("config_groups")
 	names := make([]string, 0, len(groups))
 	for k := range groups {

@@ -143,6 +143,10 @@ const MaxWeightBytes int64 = 1 << 46
 // has 25.
 const maxDTypes = 64
 
+// errNoWeights is a directory without safetensors files: no index, no
+// model.safetensors, no *.safetensors. Load then estimates the weights.
+var errNoWeights = errors.New("no safetensors files")
+
 // readWeights reads the header of every shard of d: the ones model.safetensors.index.json
 // names, else model.safetensors, else every *.safetensors file. Names the index lists
 // and the shards lack, or the other way round, are errors: such a checkpoint does not
@@ -193,7 +197,7 @@ func readWeights(d *modelDir, layers int) (Weights, []string, error) {
 			return w, nil, err
 		}
 		if len(shards) == 0 {
-			return w, nil, fmt.Errorf("%s holds no safetensors weights (no model.safetensors.index.json, model.safetensors or *.safetensors): gpusplit sizes weights from safetensors headers only", d.path)
+			return w, nil, errNoWeights
 		}
 		notes = append(notes, fmt.Sprintf("no model.safetensors.index.json: every *.safetensors file of the directory is counted (%s)", plural.S(len(shards), "file")))
 	default:
