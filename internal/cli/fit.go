@@ -47,7 +47,9 @@ func newFit(g *globals) *cobra.Command {
 The model is a Hugging Face model directory (--model): config.json gives its layers,
 attention (GQA, MLA, sliding-window and linear-attention layers) and experts; the
 safetensors headers give the exact bytes of every tensor, whatever the quantisation. No
-tensor is read. The GPUs are this host's (--devices narrows them), a container's
+tensor is read. Without safetensors files the weights are estimated from config.json's
+architecture, marked ~ in the table and "estimate" in the JSON, with the estimate's
+error (docs/fit.md). The GPUs are this host's (--devices narrows them), a container's
 (--ct, the GPUs its config passes through) or a VM's (--vm, those qemu-server will give
 it); for a guest, the GPUs it keeps after the split of the desired state file
 (` + plan.DefaultConfig + `, or --config) are worked out too. Each GPU's memory comes from
@@ -57,9 +59,10 @@ For each placement the GPUs allow (TP 1, 2, 4, 8; TP × PP with each TP group in
 NUMA node; the rest as replicas) it gives the weights per GPU, what the engine keeps
 (--engine vllm: gpu_memory_utilization 0.92 and 2 GiB of context and activations;
 sglang: its mem_fraction_static formula), the KV cache left, the tokens it holds at
---kv-dtype and the sequences of --context it serves at once; a verdict (fits, tight,
-does not fit, against --concurrency sequences with 10% to spare) and the placement to
-use: the fewest GPUs per replica that fit, TP groups inside a NUMA node, and without
+--kv-dtype and the sequences of --context it serves at once; a verdict against
+--concurrency sequences: does not fit when it holds fewer (or no KV cache is left),
+tight when it holds them with less than 10% of the KV cache to spare, fits otherwise;
+and the placement to use: the fewest GPUs per replica that fit, TP groups inside a NUMA node, and without
 peer-to-peer between the GPUs the fewest collectives across nodes.
 
 --context and --concurrency default to the context and concurrency the guest's group
@@ -83,7 +86,7 @@ docs/fit.md has the formulas and their sources.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", "", "the model's directory: config.json and the safetensors files (only their headers are read)")
+	fl.StringVar(&f.model, "model", "", "the model's directory: config.json, and the safetensors files if there (only their headers are read; without them the weights are estimated)")
 	fl.IntVar(&f.ct, "ct", 0, "the Proxmox container whose GPUs to fit the model on: now, and after the split")
 	fl.IntVar(&f.vm, "vm", 0, "the Proxmox VM whose GPUs to fit the model on: now, and after the split")
 	fl.StringVar(&f.config, "config", "", "the desired state file the split comes from (default "+plan.DefaultConfig+" of the host)")
@@ -123,7 +126,7 @@ func readFitSplit(g *globals, h *host.Host, config string) (*fit.Split, error) {
 func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 	switch {
 	case f.model == "":
-		return nil, errors.New("--model names the model's directory (config.json and its safetensors files)")
+		return nil, errors.New("--model names the model's directory (config.json, and its safetensors files if there)")
 	case f.ct != 0 && f.vm != 0:
 		return nil, errors.New("--ct and --vm each name the guest to fit the model on; use one of them")
 	case f.fraction < 0 || f.fraction >= 1:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpusplit/gpusplit/docs"
 	"github.com/gpusplit/gpusplit/internal/fit"
+	"github.com/gpusplit/gpusplit/internal/hfmodel"
 	"github.com/gpusplit/gpusplit/internal/safetensors"
 )
 
@@ -101,6 +102,47 @@ func TestFitReferenceCase(t *testing.T) {
 	}
 	if doc.Sets[0].Container == nil || *doc.Sets[0].Container != 129 || doc.Sets[0].VM != nil {
 		t.Errorf("guest %v %v", doc.Sets[0].Container, doc.Sets[0].VM)
+	}
+}
+
+// TestFitConfigOnly: a model directory with config.json alone is fitted, its weights
+// estimated from the architecture and marked so in the table (~) and the JSON
+// (weights_source, weights_error); the headers' figures say "safetensors" and 0. A
+// directory with neither config.json nor safetensors is refused with what to give, in
+// at most two lines.
+func TestFitConfigOnly(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../testdata/models/llama-3.1-70b-instruct/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
+	out := mustRun(t, "--demo", "fit", "--model", dir, "--context", "32768", "--concurrency", "8")
+	for _, want := range []string{
+		"weights: 141.1 GB (131.4 GiB), estimated from config.json (no safetensors files; " + hfmodel.ErrorText(hfmodel.EstimateError) + " on the checkpoints measured",
+		"  TP2        2     4         ~65.7 GiB",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	var doc fit.Report
+	if err := json.Unmarshal([]byte(mustRun(t, "--demo", "fit", "--model", dir, "-o", "json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	// The estimate of Llama 3.1 70B is its published 141,107,412,992 bytes.
+	if doc.Model.WeightsSource != "estimate" || doc.Model.WeightsError != hfmodel.EstimateError || doc.Model.WeightBytes != 141_107_412_992 {
+		t.Errorf("weights %d from %q, error %g", doc.Model.WeightBytes, doc.Model.WeightsSource, doc.Model.WeightsError)
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "--demo", "fit", "--model", referenceModel, "-o", "json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Model.WeightsSource != "safetensors" || doc.Model.WeightsError != 0 {
+		t.Errorf("headers: weights from %q, error %g", doc.Model.WeightsSource, doc.Model.WeightsError)
+	}
+	_, _, err = run(t, "--demo", "fit", "--model", t.TempDir())
+	if err == nil || strings.Count(err.Error(), "\n") > 1 || !strings.Contains(err.Error(), "has no config.json: give the Hugging Face model's directory, the one with config.json (safetensors files optional)") {
+		t.Errorf("empty directory: %v", err)
 	}
 }
 

@@ -31,26 +31,31 @@ type Report struct {
 
 // ModelReport is what the model's config.json and safetensors headers say.
 type ModelReport struct {
-	Path                string           `json:"path"`
-	Name                string           `json:"name"`
-	Architecture        string           `json:"architecture"`
-	ModelType           string           `json:"model_type"`
-	Attention           string           `json:"attention"`
-	Layers              int              `json:"layers"`
-	FullLayers          int              `json:"full_attention_layers"`
-	SlidingLayers       int              `json:"sliding_window_layers"`
-	LinearLayers        int              `json:"linear_attention_layers"`
-	SlidingWindow       int              `json:"sliding_window"`
-	Heads               int              `json:"attention_heads"`
-	KVHeads             int              `json:"kv_heads"`
-	HeadDim             int              `json:"head_dim"`
-	KVLoraRank          int              `json:"kv_lora_rank"`
-	RopeDim             int              `json:"qk_rope_head_dim"`
-	Experts             int              `json:"experts"`
-	ExpertsPerToken     int              `json:"experts_per_token"`
-	MaxContext          int              `json:"max_context"`
-	Quantization        string           `json:"quantization"`
-	WeightBytes         int64            `json:"weight_bytes"`
+	Path            string `json:"path"`
+	Name            string `json:"name"`
+	Architecture    string `json:"architecture"`
+	ModelType       string `json:"model_type"`
+	Attention       string `json:"attention"`
+	Layers          int    `json:"layers"`
+	FullLayers      int    `json:"full_attention_layers"`
+	SlidingLayers   int    `json:"sliding_window_layers"`
+	LinearLayers    int    `json:"linear_attention_layers"`
+	SlidingWindow   int    `json:"sliding_window"`
+	Heads           int    `json:"attention_heads"`
+	KVHeads         int    `json:"kv_heads"`
+	HeadDim         int    `json:"head_dim"`
+	KVLoraRank      int    `json:"kv_lora_rank"`
+	RopeDim         int    `json:"qk_rope_head_dim"`
+	Experts         int    `json:"experts"`
+	ExpertsPerToken int    `json:"experts_per_token"`
+	MaxContext      int    `json:"max_context"`
+	Quantization    string `json:"quantization"`
+	WeightBytes     int64  `json:"weight_bytes"`
+	// WeightsSource is "safetensors" (the headers: exact) or "estimate" (config.json's
+	// architecture, for a directory without safetensors files); WeightsError the
+	// estimate's error as a share of the bytes (hfmodel.EstimateError), 0 when exact.
+	WeightsSource       string           `json:"weights_source"`
+	WeightsError        float64          `json:"weights_error"`
 	MTPBytes            int64            `json:"mtp_bytes"`
 	Tensors             int              `json:"tensors"`
 	Shards              int              `json:"shards"`
@@ -393,12 +398,15 @@ func modelReport(m *hfmodel.Model, kv KVDType) (ModelReport, error) {
 		Layers: m.Layers, FullLayers: m.Count(hfmodel.LayerFull), SlidingLayers: m.Count(hfmodel.LayerSliding), LinearLayers: m.Count(hfmodel.LayerLinear),
 		SlidingWindow: m.SlidingWindow, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 		Experts: m.Experts, ExpertsPerToken: m.TopK, MaxContext: m.MaxContext, Quantization: m.Quant.Label(),
-		WeightBytes: m.Weights.Serving(), MTPBytes: m.Weights.MTP, Tensors: m.Weights.Tensors, Shards: m.Weights.Shards,
+		WeightBytes: m.Weights.Serving(), WeightsSource: m.WeightsFrom, MTPBytes: m.Weights.MTP, Tensors: m.Weights.Tensors, Shards: m.Weights.Shards,
 		HeaderOnlyShards: m.Weights.HeaderOnly, BytesByDType: m.Weights.ByDType,
 		Missing: append([]string{}, m.Missing...), Notes: append([]string{}, m.Notes...),
 	}
 	if m.MLA != nil {
 		j.KVLoraRank, j.RopeDim = m.MLA.KVLoraRank, m.MLA.RopeDim
+	}
+	if j.WeightsSource == hfmodel.WeightsEstimate {
+		j.WeightsError = hfmodel.EstimateError
 	}
 	if len(m.Missing) == 0 {
 		var err error

@@ -18,7 +18,11 @@ func (d *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "; %d experts, %d per token", m.Experts, m.ExpertsPerToken)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  weights: %s (%s), exact, from the headers of %d safetensors shards; quantization %s\n", hfmodel.GB(m.WeightBytes), GiBText(m.WeightBytes), m.Shards, m.Quantization)
+	if m.WeightsSource == hfmodel.WeightsEstimate {
+		fmt.Fprintf(w, "  weights: %s (%s), estimated from config.json (no safetensors files; %s on the checkpoints measured, docs/fit.md); quantization %s\n", hfmodel.GB(m.WeightBytes), GiBText(m.WeightBytes), hfmodel.ErrorText(m.WeightsError), m.Quantization)
+	} else {
+		fmt.Fprintf(w, "  weights: %s (%s), exact, from the headers of %d safetensors shards; quantization %s\n", hfmodel.GB(m.WeightBytes), GiBText(m.WeightBytes), m.Shards, m.Quantization)
+	}
 	if m.KVBytesPerToken > 0 {
 		fmt.Fprintf(w, "  KV cache: %s (%s), %s bytes per token at TP 1 (%s)", d.KVDType, d.KVDTypeFrom, Thousands(m.KVBytesPerToken), m.KVBytesPerTokenFrom)
 		if m.StateBytesPerSeq > 0 {
@@ -63,7 +67,11 @@ func (d *Report) WriteText(w io.Writer) error {
 			if p.Recommended {
 				v += " (recommended)"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.GPUsPerReplica, p.Replicas, GiBText(p.WeightBytesPerGPU), GiBText(p.ReserveBytesPerGPU), kvText, tok, seq, v)
+			weights := GiBText(p.WeightBytesPerGPU)
+			if m.WeightsSource == hfmodel.WeightsEstimate {
+				weights = "~" + weights // an estimate, as the weights line says
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.GPUsPerReplica, p.Replicas, weights, GiBText(p.ReserveBytesPerGPU), kvText, tok, seq, v)
 		}
 		tw.Flush()
 		for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
