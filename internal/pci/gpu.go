@@ -16,9 +16,13 @@ type GPU struct {
 	Functions []*Device
 }
 
-// Choose applies selectors the way --devices does: naming selectors (an address,
-// vendor:device, class:) pick among pool, and without any the choice is defaults; then
-// narrowing selectors keep part of it. Selectors of one kind add up (numa:0,numa:1 is both
+// Choose applies selectors the way --devices does: naming selectors (an address, a
+// slot, a GPU number, vendor:device, class:, mapping:) pick among pool, and without any
+// the choice is defaults; then narrowing selectors keep part of it. GPU numbers count
+// defaults in address order, which is how inventory and topo number the GPUs they show:
+// so for GPUs the numbers are those of the host's GPUs as chosen without --devices, and
+// for plan (whose pool and defaults are the inventory's GPUs) those of the table that
+// the same --devices prints. Selectors of one kind add up (numa:0,numa:1 is both
 // nodes); kinds narrow in turn, count: last, since it packs what the others left. The
 // nouns name pool and the choice in errors.
 func Choose(pool, defaults []*Device, sels []Selector, poolNoun, noun string) ([]*Device, error) {
@@ -34,7 +38,7 @@ func Choose(pool, defaults []*Device, sels []Selector, poolNoun, noun string) ([
 	picked := defaults
 	if len(naming) > 0 {
 		var err error
-		if picked, err = Select(pool, naming, poolNoun); err != nil {
+		if picked, err = selectFrom(pool, defaults, naming, poolNoun); err != nil {
 			return nil, err
 		}
 	}
@@ -57,8 +61,9 @@ func IsDefaultGPU(d *Device) bool {
 }
 
 // GPUs returns the devices that count as GPUs, with their companion functions.
-// Selectors that name devices (an address, vendor:device, class:) pick among all the
-// devices of the tree; without any, the default rule applies (IsDefaultGPU). Selectors
+// Selectors that name devices (an address, a slot, vendor:device, class:, mapping:)
+// pick among all the devices of the tree, a GPU number among the default GPUs (see
+// Choose); without any, the default rule applies (IsDefaultGPU). Selectors
 // that narrow (numa:, group:, then count:) keep part of that choice. So "numa:1" is the
 // GPUs on NUMA node 1, and "8086:10d3,numa:0" the 8086:10d3 devices on node 0.
 // No selector at all, and a host without GPUs, give an empty result, not an error.

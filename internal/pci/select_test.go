@@ -37,6 +37,23 @@ func TestParseSelector(t *testing.T) {
 		{"class:020000", Selector{text: "class:020000", kind: byClass, class: 0x020000, classBits: 24}},
 		{"class:0X0300", Selector{text: "class:0X0300", kind: byClass, class: 0x0300, classBits: 16}},
 		{"CLASS:0x0C03", Selector{text: "CLASS:0x0C03", kind: byClass, class: 0x0c03, classBits: 16}},
+		// nvidia-smi's bus id: a domain of 8 hex digits, upper case.
+		{"00000000:81:00.0", Selector{text: "00000000:81:00.0", kind: byAddress, addr: Address{Bus: 0x81}}},
+		{"00000000:E1:00.0", Selector{text: "00000000:E1:00.0", kind: byAddress, addr: Address{Bus: 0xe1}}},
+		// A slot as Proxmox writes it (pci.cfg paths, hostpci lines): all its functions.
+		{"0000:81:00", Selector{text: "0000:81:00", kind: bySlot, addr: Address{Bus: 0x81}}},
+		{"81:00", Selector{text: "81:00", kind: bySlot, addr: Address{Bus: 0x81}}},
+		{"0000:C1:1f", Selector{text: "0000:C1:1f", kind: bySlot, addr: Address{Bus: 0xc1, Device: 0x1f}}},
+		{"00000000:81:00", Selector{text: "00000000:81:00", kind: bySlot, addr: Address{Bus: 0x81}}},
+		{"10000:01:02", Selector{text: "10000:01:02", kind: bySlot, addr: Address{Domain: 0x10000, Bus: 1, Device: 2}}},
+		// The GPU numbers of inventory and topo.
+		{"GPU4", Selector{text: "GPU4", kind: byNumber, n: 4}},
+		{"gpu0", Selector{text: "gpu0", kind: byNumber, n: 0}},
+		{"gpu:4", Selector{text: "gpu:4", kind: byNumber, n: 4}},
+		{"GPU:12", Selector{text: "GPU:12", kind: byNumber, n: 12}},
+		// A Proxmox mapping, by its id.
+		{"mapping:pro6000", Selector{text: "mapping:pro6000", kind: byMapping, mapping: "pro6000"}},
+		{"Mapping:A6000-ws_2", Selector{text: "Mapping:A6000-ws_2", kind: byMapping, mapping: "A6000-ws_2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -60,7 +77,24 @@ func TestParseSelectorRejects(t *testing.T) {
 		why string
 	}{
 		{"", "unknown form"},
-		{"gpu", "unknown form"},
+		{"gpu", "gpu needs a number"},
+		{"gpu:", "gpu needs a number"},
+		{"gpu:-1", "gpu needs a number"},
+		{"gpu:x", "gpu needs a number"},
+		{"GPU-1", "unknown form"},
+		{"GPUx", "unknown form"},
+		{"GPU99999999999999999999", "GPU number is too large"},
+		{"mapping:", "a mapping name is"},
+		{"mapping:1gpu", "a mapping name is"},
+		{"mapping:a", "a mapping name is"},
+		{"mapping:pro 6000", "a mapping name is"},
+		{"mapping:pro.6000", "a mapping name is"},
+		{"0000:81:20", "slot must be 00 to 1f"},
+		{"0000:8g:00", "bus is not hexadecimal"},
+		{"000:81:00", "domain must have 4 to 8 hex digits"},
+		{"0000:81:0", "unknown form"},
+		{"81:0", "unknown form"},
+		{"0000:81", "unknown form"},
 		{"numa", "numa needs a number"},
 		{"numa:", "numa needs a number"},
 		{"numa:x", "numa needs a number"},
@@ -621,6 +655,7 @@ func FuzzParseSelector(f *testing.F) {
 	for _, s := range []string{
 		"numa:0", "group:12", "count:4", "count:0", "0000:81:00.0", "81:00.0", "10de:2bb1",
 		"class:0x03", "class:0x030000", "class:", ":", "", "numa:-1", "10000:01:00.0",
+		"0000:81:00", "81:00", "GPU4", "gpu:4", "mapping:pro6000", "00000000:81:00.0",
 	} {
 		f.Add(s)
 	}
@@ -734,6 +769,7 @@ func TestSelectorNarrows(t *testing.T) {
 	for s, want := range map[string]bool{
 		"numa:0": true, "group:3": true, "count:2": true,
 		"0000:81:00.0": false, "81:00.0": false, "10de:2bb1": false, "class:0x03": false,
+		"0000:81:00": false, "GPU4": false, "gpu:4": false, "mapping:pro6000": false,
 	} {
 		if got := mustSelectors(t, s)[0].Narrows(); got != want {
 			t.Errorf("%s.Narrows() = %v, want %v", s, got, want)
