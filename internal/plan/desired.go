@@ -223,10 +223,13 @@ type Names interface {
 	// Container and VM return nil for a guest of this node, else why not.
 	Container(id int) error
 	VM(id int) error
+	// Mapping returns the devices of this node that a Proxmox PCI mapping holds, for
+	// the mapping: selectors (a pci.MappingLookup), else why there are none.
+	Mapping(name string) ([]string, error)
 }
 
 // Check verifies that every name the file gives exists: each select entry chooses a
-// GPU of inv, each driver is one the host has or can load, each container and VM is a
+// GPU of inv (its mapping: selectors looked up by names), each driver is one the host has or can load, each container and VM is a
 // guest of this node. It reports every problem, each with its line and column, so that
 // one run shows all there is to fix.
 func (f *File) Check(inv *inventory.Inventory, names Names) error {
@@ -241,6 +244,9 @@ func (f *File) Check(inv *inventory.Inventory, names Names) error {
 				break // Make says there is nothing to split, better than each selector could
 			}
 			sels, err := pci.ParseSelectors(s)
+			if err == nil {
+				sels, err = pci.ResolveMappings(sels, names.Mapping)
+			}
 			if err == nil {
 				_, err = pci.Choose(gpus, gpus, sels, "GPU", "GPU")
 			}

@@ -27,6 +27,22 @@ func ParseChoices(values []string) ([][]pci.Selector, error) {
 	return choices, nil
 }
 
+// ResolveMappings looks up the devices of the mapping: selectors of every choice (see
+// pci.ResolveMappings); lookup is asked nothing where there are none.
+func (d *Desired) ResolveMappings(lookup pci.MappingLookup) error {
+	for i := range d.Targets {
+		t := &d.Targets[i]
+		for j, c := range t.Choices {
+			r, err := pci.ResolveMappings(c, lookup)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.where(), err)
+			}
+			t.Choices[j] = r
+		}
+	}
+	return nil
+}
+
 // FromFile reads the desired state file name, whose contents are data: the file, and
 // the desired state it gives. holding says which running VM holds which device, for
 // the pools: a pool's GPU that a VM holds belongs on vfio-pci until the VM stops. With

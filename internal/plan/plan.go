@@ -53,6 +53,14 @@ type Target struct {
 	Pool bool
 }
 
+// where names the target in messages: its flag, else its group of the file.
+func (t *Target) where() string {
+	if t.Flag != "" {
+		return t.Flag
+	}
+	return fmt.Sprintf("group %q", t.Name)
+}
+
 // Desired is the whole desired state.
 type Desired struct {
 	Targets []Target
@@ -229,11 +237,7 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 		for _, c := range t.Choices {
 			some, err := pci.Choose(gpus, gpus, c, "GPU", "GPU")
 			if err != nil {
-				where := fmt.Sprintf("group %q", t.Name)
-				if t.Flag != "" {
-					where = t.Flag
-				}
-				return nil, fmt.Errorf("%s: %w%s", where, err, notAGPU(inv, err))
+				return nil, fmt.Errorf("%s: %w%s", t.where(), err, notAGPU(inv, err))
 			}
 			chosen = append(chosen, some...)
 		}

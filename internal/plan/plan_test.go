@@ -381,10 +381,18 @@ func TestDocumentedExample(t *testing.T) {
 	}
 }
 
-// names is a host's answers for Check: the drivers and guests it has.
+// names is a host's answers for Check: the drivers, guests and mappings it has.
 type names struct {
 	drivers         map[string]bool
 	containers, vms map[int]bool
+	mappings        map[string][]string
+}
+
+func (n names) Mapping(name string) ([]string, error) {
+	if paths, ok := n.mappings[name]; ok {
+		return paths, nil
+	}
+	return nil, fmt.Errorf("no mapping %q", name)
 }
 
 func (n names) Driver(name string) error {
@@ -434,12 +442,17 @@ select = ["0000:99:00.0", "10de:2bb1"]
 name = "parked"
 select = ["10de:ffff"]
 driver = "none"
+
+[[group]]
+name = "mapped"
+select = ["mapping:pro6000", "mapping:a6000", "mapping:nics"]
 `
 	f, err := ParseFile("split.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := names{drivers: map[string]bool{"vfio-pci": true, "nvidia": true}, containers: map[int]bool{129: true}, vms: map[int]bool{131: true}}
+	n := names{drivers: map[string]bool{"vfio-pci": true, "nvidia": true}, containers: map[int]bool{129: true}, vms: map[int]bool{131: true},
+		mappings: map[string][]string{"pro6000": {"0000:01:00", "0000:81:00"}, "nics": {"0000:82:00.0"}}}
 	err = f.Check(demo(t), n)
 	if err == nil {
 		t.Fatal("Check found nothing")
@@ -451,6 +464,8 @@ driver = "none"
 		`split.toml:14:13: group "vms": no VM 132`,
 		`split.toml:18:11: group "rest": selector 0000:99:00.0 matches no`,
 		`split.toml:22:11: group "parked": selector 10de:ffff matches no`,
+		`split.toml:27:30: group "mapped": selector mapping:a6000: no mapping "a6000"`,
+		`split.toml:27:47: group "mapped": selector mapping:nics matches no GPU: on this node it holds 0000:82:00.0`,
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) {
