@@ -78,7 +78,7 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 		// The desired split and what reads it.
 		"vfio": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			return g.complete(func(h *host.Host) ([]cobra.Completion, error) {
-				sels, err := g.selectors()
+				sels, err := g.selectors(h)
 				if err != nil {
 					return nil, err
 				}

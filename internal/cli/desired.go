@@ -62,6 +62,9 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 			return plan.Desired{}, nil, fmt.Errorf("--vfio: %w", err)
 		}
 		desired = plan.ForVFIO(choices)
+		if err := desired.ResolveMappings(pve.MappingLookup(h)); err != nil {
+			return plan.Desired{}, nil, err
+		}
 	} else {
 		name, data, err := d.read(h)
 		if err != nil {
@@ -88,12 +91,9 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	if d.set != nil && d.set("persist") {
 		desired.Persist = d.persist
 	}
-	var sels []pci.Selector
-	if devices != "" {
-		var err error
-		if sels, err = pci.ParseSelectors(devices); err != nil {
-			return plan.Desired{}, nil, fmt.Errorf("devices: %w", err)
-		}
+	sels, err := parseSelectors(h, devices)
+	if err != nil {
+		return plan.Desired{}, nil, fmt.Errorf("devices: %w", err)
 	}
 	inv, err := inventory.Build(h, sels)
 	if err != nil {
@@ -105,6 +105,9 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	// should follow them behind.
 	if file != nil {
 		if err := file.Check(inv, names); err != nil {
+			return plan.Desired{}, nil, err
+		}
+		if err := desired.ResolveMappings(names.mappings); err != nil {
 			return plan.Desired{}, nil, err
 		}
 	}
@@ -121,10 +124,12 @@ type hostNames struct {
 	proxmox bool
 	node    string
 	nodeErr error
+	// mappings reads pci.cfg for the mapping: selectors, once and only if one is given.
+	mappings pci.MappingLookup
 }
 
 func newHostNames(h *host.Host) hostNames {
-	n := hostNames{h: h, proxmox: h.IsDir(pveNodes)}
+	n := hostNames{h: h, proxmox: h.IsDir(pveNodes), mappings: pve.MappingLookup(h)}
 	if n.proxmox {
 		n.node, n.nodeErr = pve.NodeName(h)
 	}
@@ -134,6 +139,8 @@ func newHostNames(h *host.Host) hostNames {
 const pveNodes = "/etc/pve/nodes"
 
 func (n hostNames) Driver(name string) error { return drivers.Check(n.h, name) }
+
+func (n hostNames) Mapping(name string) ([]string, error) { return n.mappings(name) }
 
 // guestKind is what a guest id of split.toml names: where its config lives, and the
 // key that lists it.

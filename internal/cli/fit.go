@@ -173,11 +173,9 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 	if devices == "" && split != nil {
 		devices = split.File.Devices
 	}
-	var sels []pci.Selector
-	if devices != "" {
-		if sels, err = pci.ParseSelectors(devices); err != nil {
-			return nil, fmt.Errorf("devices: %w", err)
-		}
+	sels, err := parseSelectors(h, devices)
+	if err != nil {
+		return nil, fmt.Errorf("devices: %w", err)
 	}
 	inv, err := inventory.Build(h, sels)
 	if err != nil {

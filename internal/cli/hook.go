@@ -84,7 +84,7 @@ gives it back (docs/health.md).`,
 			if err != nil {
 				return err
 			}
-			sels, err := g.selectors()
+			sels, err := g.selectors(h)
 			if err != nil {
 				return err
 			}

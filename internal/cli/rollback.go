@@ -53,7 +53,7 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 			if err != nil {
 				return err
 			}
-			sels, err := g.selectors()
+			sels, err := g.selectors(h)
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
 
@@ -61,16 +62,23 @@ func (g *globals) host() (*host.Host, error) {
 	return host.Open(g.root)
 }
 
-// selectors parses --devices.
-func (g *globals) selectors() ([]pci.Selector, error) {
-	if g.devices == "" {
-		return nil, nil
-	}
-	sels, err := pci.ParseSelectors(g.devices)
+// selectors parses --devices, on h: see parseSelectors.
+func (g *globals) selectors(h *host.Host) ([]pci.Selector, error) {
+	sels, err := parseSelectors(h, g.devices)
 	if err != nil {
 		return nil, fmt.Errorf("--devices: %w", err)
 	}
 	return sels, nil
+}
+
+// parseSelectors parses a list of selectors and looks up the devices of its mapping:
+// selectors in h's pci.cfg.
+func parseSelectors(h *host.Host, list string) ([]pci.Selector, error) {
+	sels, err := pci.ParseSelectors(list)
+	if err != nil {
+		return nil, err
+	}
+	return pci.ResolveMappings(sels, pve.MappingLookup(h))
 }
 
 // inventory opens the host and builds its inventory with --devices, printing warnings.
@@ -90,11 +98,11 @@ func (g *globals) topology() (*host.Host, *inventory.Inventory, error) {
 }
 
 func (g *globals) inventoryWith(build func(*host.Host, []pci.Selector) (*inventory.Inventory, error)) (*host.Host, *inventory.Inventory, error) {
-	sels, err := g.selectors()
+	h, err := g.host()
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := g.host()
+	sels, err := g.selectors(h)
 	if err != nil {
 		return nil, nil, err
 	}
