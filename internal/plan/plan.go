@@ -425,3 +425,15 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// GPUDrivers returns the driver each GPU that the plan moves ends on, by address
+// (Default for the kernel's choice): what topo's pictures colour a planned split by.
+func (p *Plan) GPUDrivers() map[pci.Address]string {
+	out := map[pci.Address]string{}
+	for _, m := range p.Moves {
+		if m.Role == RoleGPU {
+			out[m.Device] = m.To
+		}
+	}
+	return out
+}

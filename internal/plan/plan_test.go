@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -531,5 +532,25 @@ func TestChanged(t *testing.T) {
 	held.Moves[1].From = "vfio-pci"
 	if got := Changed(shown, held); len(got) != 2 || !strings.Contains(got[0], "0000:81:00.0 is held by") || got[1] != "0000:81:00.1 is on vfio-pci now, not on snd_hda_intel" {
 		t.Errorf("held and moved: %q", got)
+	}
+}
+
+// GPUDrivers gives where each GPU that moves goes, and nothing of the GPUs that stay or
+// of the functions that follow them: what topo's pictures colour.
+func TestGPUDrivers(t *testing.T) {
+	inv := demo(t)
+	p, err := Make(inv, ForVFIO(choices(t, "numa:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.GPUDrivers()
+	want := map[pci.Address]string{}
+	for _, g := range inv.GPUs {
+		if g.NUMANode == 1 {
+			want[g.Address] = VFIO
+		}
+	}
+	if len(want) != 4 || !maps.Equal(got, want) {
+		t.Errorf("GPUDrivers %v, want %v", got, want)
 	}
 }
