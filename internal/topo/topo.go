@@ -112,6 +112,11 @@ type Matrix struct {
 	// GPUNUMAIDs are, in the order of GPUs, the NUMA nodes of the GPUs' own memory
 	// (ReadGPUNUMAIDs), -1 where none is stated; nil until read, all unknown.
 	GPUNUMAIDs []int
+	// Holders name, by GPU address, what holds each GPU open, as inventory's HELD BY
+	// does (holders.Holder.Short), for the pictures; nil when they were not looked up.
+	Holders map[pci.Address][]string
+	// Split is the planned split the pictures show; nil for none.
+	Split *Split
 }
 
 // NVIDIANUMAStatus is where the nvidia driver says which NUMA node a GPU's memory is, on
