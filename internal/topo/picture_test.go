@@ -477,3 +477,20 @@ func TestDOTGroupsHoldersSplit(t *testing.T) {
 		t.Error("the graph does not name the split")
 	}
 }
+
+// With no GPUs the picture says so, every line within its width.
+func TestWriteSVGNoGPUs(t *testing.T) {
+	p := svgOf(t, topo.Build(nil, nil, 1))
+	said := ""
+	for _, tx := range p.texts {
+		said += tx.whole() + " "
+		for _, l := range tx.lines {
+			if right := float64(tx.x) + 0.61*tx.fontSize*float64(len([]rune(l))); right > float64(p.width) {
+				t.Errorf("%q ends at %.0f, past the picture's %d px", l, right, p.width)
+			}
+		}
+	}
+	if !strings.Contains(said, "No GPUs found.") {
+		t.Errorf("the picture does not say there are no GPUs: %q", said)
+	}
+}

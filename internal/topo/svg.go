@@ -125,8 +125,11 @@ func (m *Matrix) WriteSVG(w io.Writer) error {
 		y += svgGap
 	}
 	if len(groups) == 0 {
-		fmt.Fprintf(&b, "<text x=\"%d\" y=\"%d\">No GPUs found. Use --devices to choose which devices count as GPUs.</text>\n", svgMargin, y+svgLineH)
-		y += 2 * svgLineH
+		for _, l := range wrap("No GPUs found. Use --devices to choose which devices count as GPUs.", int(float64(width-2*svgMargin)/svgCharW)) {
+			y += svgLineH
+			fmt.Fprintf(&b, "<text x=\"%d\" y=\"%d\">%s</text>\n", svgMargin, y, esc(l))
+		}
+		y += svgLineH
 	}
 	height := y + svgMargin - svgGap
 
