@@ -54,6 +54,8 @@ type HookReport struct {
 	// Refused is why a check of install found that the binary stops it: a reason for
 	// ErrWouldStop besides Problems.
 	Refused *BinaryRefusedError `json:"-"`
+	// old is the guest's config as it was read, for Shown.
+	old string
 }
 
 // HookNode is another node where the guest may start, and why.
@@ -85,6 +87,10 @@ type HookOptions struct {
 	Deadline time.Duration
 	// Apply writes the change; without it, what would stop it is checked.
 	Apply bool
+	// Shown is the check a person saw and confirmed: with Apply, a change that differs
+	// now, or a config changed since, writes nothing (*ShownError). nil writes whatever
+	// the change is.
+	Shown *HookReport
 	// Command names what writes, for the backups.
 	Command string
 }
@@ -353,6 +359,10 @@ func changeHook(h *host.Host, kind string, id int, o HookOptions, install bool) 
 	path := GuestPath(kind, id)
 	rep.Diff = Diff(path, old, guest.String()) + ch.diff
 	edit := Edit{Path: path, Old: old, New: guest.String()}
+	rep.old = old
+	if o.Apply && o.Shown != nil && (rep.Diff != o.Shown.Diff || old != o.Shown.old) {
+		return rep, &ShownError{Paths: []string{path}}
+	}
 	var werr error
 	if o.Apply {
 		werr = writeHook(h, ch.write, ch.body, func() error {

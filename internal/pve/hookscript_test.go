@@ -244,3 +244,31 @@ func TestShowHookNotOurs(t *testing.T) {
 		t.Error("a guest that does not exist")
 	}
 }
+
+// An install writes what was shown and confirmed, or nothing: a config changed between
+// the check and the write, even outside the diff's lines, makes it refuse.
+func TestHookInstallShown(t *testing.T) {
+	root, h := hookHost(t, localSnippets)
+	shown, err := InstallHook(h, QEMU, 131, HookOptions{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, vm131)
+	putFile(t, root, vm131, readFile(t, p)+"tags: gpu\n", 0o640)
+	changed := readFile(t, p)
+	rep, err := InstallHook(h, QEMU, 131, HookOptions{Apply: true, Command: "test", Shown: shown})
+	var se *ShownError
+	if !errors.As(err, &se) || rep.Applied || readFile(t, p) != changed {
+		t.Fatalf("after a change: %v %+v", err, rep)
+	}
+	if _, err := os.Stat(filepath.Join(root, "var/lib/vz/snippets", HookSnippet)); err == nil {
+		t.Error("the snippet was written")
+	}
+	shown, err = InstallHook(h, QEMU, 131, HookOptions{Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = InstallHook(h, QEMU, 131, HookOptions{Apply: true, Command: "test", Shown: shown}); err != nil || !rep.Applied {
+		t.Fatalf("as shown: %v", err)
+	}
+}

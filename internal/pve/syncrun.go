@@ -2,6 +2,7 @@ package pve
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/host"
@@ -48,6 +49,9 @@ type SyncChange struct {
 	Diff     string   `json:"diff"`
 	Notes    []string `json:"notes"`
 	Refusals []string `json:"refusals"`
+	// old is the file as it was read, so that a write can tell a change outside the
+	// diff's context from none.
+	old string
 }
 
 // SyncMode is how a sync runs: a check, or Apply; Force writes past refusals. Command
@@ -55,6 +59,40 @@ type SyncChange struct {
 type SyncMode struct {
 	Apply, Force bool
 	Command      string
+	// Shown are the changes a person saw and confirmed: with Apply, a sync that works
+	// out other changes now (a file changed meanwhile) writes nothing (*ShownError).
+	// nil writes whatever the sync works out.
+	Shown []SyncChange
+}
+
+// ShownError is a write refused because what it would write now is not what was shown
+// and confirmed: a file changed between the question and the write.
+type ShownError struct {
+	Paths []string
+}
+
+func (e *ShownError) Error() string {
+	return "nothing was written: " + strings.Join(e.Paths, ", ") + " changed since the change was shown; run the command again to see it as it is now"
+}
+
+// shownDiffers lists the paths whose change differs from the one shown.
+func shownDiffers(shown, now []SyncChange) []string {
+	was := map[string]SyncChange{}
+	for _, c := range shown {
+		was[c.Path] = c
+	}
+	var out []string
+	for _, c := range now {
+		if s, ok := was[c.Path]; !ok || s.Diff != c.Diff || s.old != c.old {
+			out = append(out, c.Path)
+		}
+		delete(was, c.Path)
+	}
+	for p := range was {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // RefusedError is a sync that wrote nothing because its checks refuse the result: it
@@ -80,7 +118,7 @@ func RunSync(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desire
 	rep := &SyncReport{Forced: mode.Force, Changes: []SyncChange{}, Notes: append([]string{}, notes...), Problems: []string{}, Files: []FileResult{}}
 	var edits []Edit
 	for _, c := range changes {
-		rep.Changes = append(rep.Changes, SyncChange{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...), Refusals: append([]string{}, c.Refusals...)})
+		rep.Changes = append(rep.Changes, SyncChange{Path: c.Path, Diff: c.Diff(), Notes: append([]string{}, c.Notes...), Refusals: append([]string{}, c.Refusals...), old: c.Old})
 		for _, r := range c.Refusals {
 			if mode.Force {
 				rep.Notes = append(rep.Notes, "forced past: "+r)
@@ -89,6 +127,11 @@ func RunSync(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desire
 			}
 		}
 		edits = append(edits, Edit{Path: c.Path, Old: c.Old, New: c.New})
+	}
+	if mode.Apply && mode.Shown != nil {
+		if differ := shownDiffers(mode.Shown, rep.Changes); len(differ) > 0 {
+			return rep, &ShownError{Paths: differ}
+		}
 	}
 	w := &Writer{H: h, Command: mode.Command}
 	if !mode.Apply {

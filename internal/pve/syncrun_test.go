@@ -2,6 +2,7 @@ package pve
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -113,4 +114,60 @@ func mappingText(t *testing.T, h *host.Host) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// What was shown is what is written: a container changed between the check a person
+// confirmed and the write makes the write refuse, naming the file, and write nothing;
+// the undo of an applied sync puts every file back.
+func TestRunSyncShownAndUndo(t *testing.T) {
+	h, inv := demoDir(t, nil)
+	d := vfio(t, "numa:1")
+	p := planFor(t, inv, d)
+	shown, err := RunSync(h, inv, p, d, SyncOptions{}, SyncMode{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]string{}
+	for _, c := range shown.Changes {
+		before[c.Path] = string(must(h.ReadFile(c.Path)))
+	}
+	ct := "/etc/pve/nodes/kpro6/lxc/129.conf"
+	osPath, err := h.OSPath(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(osPath, append(must(os.ReadFile(osPath)), "onboot: 1\n"...), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := RunSync(h, inv, p, d, SyncOptions{}, SyncMode{Apply: true, Command: "test", Shown: shown.Changes})
+	var se *ShownError
+	if !errors.As(err, &se) || strings.Join(se.Paths, " ") != "/etc/pve/lxc/129.conf" || rep.Applied {
+		t.Fatalf("after a change: %v %+v", err, rep)
+	}
+	for _, path := range []string{MappingPath, "/etc/pve/qemu-server/131.conf"} {
+		if got := string(must(h.ReadFile(path))); got != before[path] {
+			t.Errorf("%s was written", path)
+		}
+	}
+
+	// Shown as it is now: written; then undone, every file as before.
+	shown, err = RunSync(h, inv, p, d, SyncOptions{}, SyncMode{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range shown.Changes {
+		before[c.Path] = string(must(h.ReadFile(c.Path)))
+	}
+	rep, err = RunSync(h, inv, p, d, SyncOptions{}, SyncMode{Apply: true, Command: "test", Shown: shown.Changes})
+	if err != nil || !rep.Applied {
+		t.Fatalf("as shown: %v", err)
+	}
+	if _, err := rep.Undo(h); err != nil {
+		t.Fatal(err)
+	}
+	for path, was := range before {
+		if got := string(must(h.ReadFile(path))); got != was {
+			t.Errorf("%s after the undo:\n%s\nwant\n%s", path, got, was)
+		}
+	}
 }
