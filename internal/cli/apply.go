@@ -233,7 +233,7 @@ func showChange(g *globals, pl *planned, ch *split.Change, next string) error {
 		doc.Parts = &rep
 		return g.writeJSON(doc)
 	}
-	return writeChange(g.stdout, pl, ch)
+	return writeChange(g.stdout, pl, ch, g.width())
 }
 
 // writeApplied says what apply did, part by part.

@@ -34,7 +34,8 @@ func mustRun(t testing.TB, args ...string) string {
 // The README's first command: the matrix of the sample host shows NODE within each NUMA
 // node and SYS across them.
 func TestDemoTopo(t *testing.T) {
-	out := mustRun(t, "--demo", "topo")
+	// -o wide: nvidia-smi's TAB layout, which is wider than the 100 columns of the tests.
+	out := mustRun(t, "--demo", "topo", "-o", "wide")
 	rows := map[string][]string{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "\t")
@@ -162,7 +163,8 @@ func TestDemoInventoryJSON(t *testing.T) {
 }
 
 func TestDemoInventoryTable(t *testing.T) {
-	out := mustRun(t, "--demo", "inventory")
+	// -o wide: DEV, ROOT PORT and LARGEST BAR are dropped at the tests' 100 columns.
+	out := mustRun(t, "--demo", "inventory", "-o", "wide")
 	for _, want := range []string{
 		"demo:kpro6: 8 GPUs, 2 NUMA nodes",
 		"0000:e1:00.0", "RTX PRO 6000 Blackwell Workstation Edition", "/dev/nvidia6", "0000:e0:01.1",
@@ -238,7 +240,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--root", missing, "inventory"}, []string{missing, "no such file"}},
 		{[]string{"--root", empty, "topo"}, []string{"/sys/bus/pci/devices", empty}},
 		{[]string{"--demo", "--root", "/x", "inventory"}, []string{"--demo", "--root"}},
-		{[]string{"--demo", "-o", "xml", "inventory"}, []string{"xml", "table or json"}},
+		{[]string{"--demo", "-o", "xml", "inventory"}, []string{"xml", "table, wide or json"}},
 		{[]string{"--demo", "--devices", "numa:x", "inventory"}, []string{"--devices", "numa:x"}},
 		{[]string{"--demo", "--devices", "numa:5", "inventory"}, []string{"numa:5", "0, 1"}},
 		{[]string{"--demo", "--devices", "0000:99:00.0", "topo"}, []string{"0000:99:00.0"}},
@@ -277,7 +279,8 @@ func TestExitError(t *testing.T) {
 
 // The reference case: --vfio numa:1 moves the four NUMA-1 GPUs and their audio functions.
 func TestDemoPlan(t *testing.T) {
-	out := mustRun(t, "--demo", "plan", "--vfio", "numa:1")
+	// -o wide: ROLE is dropped at the tests' 100 columns.
+	out := mustRun(t, "--demo", "plan", "--vfio", "numa:1", "-o", "wide")
 	for _, bus := range []string{"81", "91", "e1", "f1"} {
 		for _, want := range []string{"0000:" + bus + ":00.0  gpu", "0000:" + bus + ":00.1  function"} {
 			if !strings.Contains(out, want) {

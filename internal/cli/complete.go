@@ -236,7 +236,8 @@ func (g *globals) complete(f func(h *host.Host) ([]cobra.Completion, error)) ([]
 // completeOutput completes -o: the output formats.
 func completeOutput(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	return completionPrefix([]cobra.Completion{
-		cobra.CompletionWithDesc("table", "columns for a person"),
+		cobra.CompletionWithDesc("table", "columns for a person, fitted to the terminal"),
+		cobra.CompletionWithDesc("wide", "every column, whole"),
 		cobra.CompletionWithDesc("json", "one JSON document"),
 	}, toComplete), inOrder
 }

@@ -112,7 +112,7 @@ func TestCompleteValues(t *testing.T) {
 
 		{"topo's formats", []string{"--demo", "topo", "--format", ""}, []string{"matrix", "svg", "dot"}, listed, []string{"svg\ta picture of the PCIe tree"}},
 		{"a format by its start", []string{"--demo", "topo", "--format", "s"}, []string{"svg"}, listed, nil},
-		{"-o", []string{"--demo", "inventory", "-o", ""}, []string{"table", "json"}, listed, nil},
+		{"-o", []string{"--demo", "inventory", "-o", ""}, []string{"table", "wide", "json"}, listed, []string{"wide\tevery column, whole"}},
 		{"--output by its start", []string{"--demo", "pve", "mappings", "--output", "j"}, []string{"json"}, listed, nil},
 		{"the mappings", []string{"--demo", "pve", "sync", "--vm-mapping", ""}, []string{"a6000-ws", "pro6000"}, listed, nil},
 

@@ -402,7 +402,7 @@ func checkArgs(t *testing.T, path string) {
 	}
 	valid := append(pathArgs(path), extra[:len(extra)-1]...)
 	_, _, err = run(t, append(valid, "-o", "yaml")...)
-	if status(err) != 1 || !strings.Contains(fmt.Sprint(err), `-o "yaml": the output format is table or json`) {
+	if status(err) != 1 || !strings.Contains(fmt.Sprint(err), `-o "yaml": the output format is table, wide or json`) {
 		t.Errorf("%s -o yaml: exit status %d, %v; want 1 and the formats", path, status(err), err)
 	}
 }
@@ -569,7 +569,7 @@ func TestConflictingOutput(t *testing.T) {
 		{[]string{"--demo", "snapshot", "-", "-o", "json"}, "would both go to standard output"},
 		{[]string{"--demo", "snapshot", "--file", "-", "-o", "json"}, "would both go to standard output"},
 		{[]string{"--demo", "snapshot", "a.tar.gz", "--file", "b.tar.gz"}, "named twice"},
-		{[]string{"--demo", "snapshot", "-o", filepath.Join(dir, "s.tar.gz")}, "the output format is table or json"},
+		{[]string{"--demo", "snapshot", "-o", filepath.Join(dir, "s.tar.gz")}, "the output format is table, wide or json"},
 	} {
 		out, _, err := run(t, c.args...)
 		if status(err) != 1 || !strings.Contains(fmt.Sprint(err), c.want) || out != "" {

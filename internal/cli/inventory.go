@@ -39,7 +39,7 @@ listed as well as those on nvidia.`,
 			if long {
 				return inv.WriteLong(g.stdout, numa)
 			}
-			return inv.WriteTable(g.stdout, numa)
+			return inv.WriteTable(g.stdout, numa, g.width())
 		},
 	}
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "one block per GPU with every detail (BARs, ids, group members)")

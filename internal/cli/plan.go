@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/fit"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/split"
@@ -51,7 +49,7 @@ When everything is in place the plan is empty and says so.`,
 				doc.Parts, doc.Models = &rep, models
 				return g.writeJSON(doc)
 			}
-			if err := writeChange(g.stdout, pl, ch); err != nil {
+			if err := writeChange(g.stdout, pl, ch, g.width()); err != nil {
 				return err
 			}
 			writeSplitModels(g.stdout, models)
@@ -79,37 +77,12 @@ func planJSON(root string, p *plan.Plan) planDoc { return planDoc{Report: p.Repo
 
 // writeChange prints the whole change: the drivers' plan with what holds its devices,
 // then the other parts and what would stop apply.
-func writeChange(w io.Writer, pl *planned, ch *split.Change) error {
-	if err := pl.plan.WriteText(w, pl.inv.Root); err != nil {
+func writeChange(w io.Writer, pl *planned, ch *split.Change, width int) error {
+	if err := pl.plan.WriteText(w, pl.inv.Root, width); err != nil {
 		return err
 	}
 	ch.WriteText(w)
 	return nil
-}
-
-// writePlan prints the plan (plan.Plan.WriteText), then what holds its devices.
-func writePlan(w io.Writer, root string, p *plan.Plan) error {
-	if err := p.WriteText(w, root); err != nil || p.Empty() {
-		return err
-	}
-	if blockers := heldText(p); blockers != "" {
-		fmt.Fprintf(w, "\n%s", blockers)
-	}
-	return nil
-}
-
-// heldText says what holds the devices of a plan, and how to release each, since apply
-// refuses to move a device in use.
-func heldText(p *plan.Plan) string {
-	var lines []string
-	seen := map[string]bool{}
-	for _, m := range p.Moves {
-		lines = append(lines, bind.ReleaseLines(m.Holders, seen)...)
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	return "apply will refuse until these let go of the devices:\n" + strings.Join(lines, "\n") + "\n"
 }
 
 func toText(to string) string { return plan.TargetText(to) }

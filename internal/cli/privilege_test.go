@@ -13,11 +13,14 @@ import (
 )
 
 // TestMain lets a test run gpusplit as another process of this test binary: with
-// GPUSPLIT_TEST_ARGS set, the binary is gpusplit (runAsNobody).
+// GPUSPLIT_TEST_ARGS set, the binary is gpusplit (runAsNobody). Tables are laid out at
+// 100 columns (COLUMNS=100, as no test writes to a terminal), whatever the shell running
+// the tests has set.
 func TestMain(m *testing.M) {
 	if a, ok := os.LookupEnv("GPUSPLIT_TEST_ARGS"); ok {
 		os.Exit(Main(strings.Split(a, "\x1f")))
 	}
+	os.Setenv("COLUMNS", "100")
 	os.Exit(m.Run())
 }
 

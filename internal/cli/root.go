@@ -18,6 +18,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 // Version is set at build time with -ldflags "-X github.com/gpusplit/gpusplit/internal/cli.Version=…".
@@ -116,6 +117,15 @@ func (g *globals) inventoryWith(build func(*host.Host, []pci.Selector) (*invento
 
 func (g *globals) json() bool { return g.output == "json" }
 
+// width is how wide tables may be: every column with -o wide, else the terminal's width,
+// $COLUMNS or 100 (table.Width).
+func (g *globals) width() int {
+	if g.output == "wide" {
+		return table.Wide
+	}
+	return table.Width(g.stdout, os.Getenv)
+}
+
 // writeJSON writes v indented, with a final newline.
 func (g *globals) writeJSON(v any) error {
 	b, err := jsonBytes(v)
@@ -201,8 +211,8 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if g.output != "table" && g.output != "json" {
-				return fmt.Errorf("-o %q: the output format is table or json", g.output)
+			if g.output != "table" && g.output != "wide" && g.output != "json" {
+				return fmt.Errorf("-o %q: the output format is table, wide or json", g.output)
 			}
 			return nil
 		},
@@ -212,7 +222,7 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	f := root.PersistentFlags()
 	f.StringVar(&g.root, "root", "/", "the machine to read: / (this host), a directory, or a snapshot .tar.gz")
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
-	f.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	f.StringVarP(&g.output, "output", "o", "table", "output format: table (fits the terminal, or $COLUMNS, else 100 columns), wide (every column) or json")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
 	root.AddCommand(
 		newInventory(g),

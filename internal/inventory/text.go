@@ -10,40 +10,48 @@ import (
 	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plural"
+	"github.com/gpusplit/gpusplit/internal/table"
 	"github.com/gpusplit/gpusplit/internal/topo"
 )
 
 // WriteTable prints the GPUs for a person, one row each and one per function, numa being
-// the host's NUMA nodes (topo.NUMANodes).
-func (inv *Inventory) WriteTable(w io.Writer, numa int) error {
+// the host's NUMA nodes (topo.NUMANodes), at most width columns wide (table.Wide: every
+// column). At narrow widths the columns that locate a GPU in the PCIe tree go first; the
+// ones a user acts on (address, model, driver, NUMA node, IOMMU group, holders) stay,
+// the model cut short and the holders wrapped when need be.
+func (inv *Inventory) WriteTable(w io.Writer, numa, width int) error {
 	fmt.Fprintf(w, "%s: %s, %s\n\n", inv.Root, plural.S(len(inv.GPUs), "GPU"), plural.S(numa, "NUMA node"))
 	if len(inv.GPUs) == 0 {
 		fmt.Fprintln(w, "No GPUs found. Use --devices to choose which devices count as GPUs.")
 		return nil
 	}
-	var buf strings.Builder
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tADDRESS\tMODEL\tDRIVER\tDEV\tNUMA\tGROUP\tLINK\tHOST BRIDGE\tROOT PORT\tLARGEST BAR\tHELD BY")
+	t := table.New(
+		table.Column{Header: "GPU"},
+		table.Column{Header: "ADDRESS"},
+		table.Column{Header: "MODEL", Fit: table.Shorten, Min: 12},
+		table.Column{Header: "DRIVER"},
+		table.Column{Header: "DEV", Drop: 5},
+		table.Column{Header: "NUMA"},
+		table.Column{Header: "GROUP"},
+		table.Column{Header: "LINK", Drop: 4},
+		table.Column{Header: "HOST BRIDGE", Drop: 2},
+		table.Column{Header: "ROOT PORT", Drop: 1},
+		table.Column{Header: "LARGEST BAR", Drop: 3},
+		table.Column{Header: "HELD BY", Fit: table.Wrap, Sep: "; "},
+	)
 	for i, gp := range inv.GPUs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			i, gp.Address, Model(gp.Device), orNone(gp.Driver), devNode(gp), topo.NUMAAffinity(gp.NUMANode),
-			group(gp.IOMMUGroup), orDash(gp.Link.String()), gp.HostBridge, rootPort(gp.Device), largestBAR(gp.BARs), HeldBy(gp.Holders))
+		t.Add(fmt.Sprint(i), gp.Address.String(), Model(gp.Device), orNone(gp.Driver), devNode(gp), topo.NUMAAffinity(gp.NUMANode),
+			group(gp.IOMMUGroup), orDash(gp.Link.String()), gp.HostBridge.String(), rootPort(gp.Device), largestBAR(gp.BARs), HeldBy(gp.Holders))
 		for _, f := range gp.Functions {
-			// Every row has every cell, so that tabwriter keeps the columns aligned.
 			held := ""
 			if hs := inv.HoldersOf(f.Address); len(hs) > 0 {
 				held = HeldBy(hs)
 			}
-			fmt.Fprintf(tw, "\t└ %s\t%s\t%s\t\t\t%s\t\t\t\t\t%s\n", f.Address, Model(f), orNone(f.Driver), group(f.IOMMUGroup), held)
+			t.Add("", "└ "+f.Address.String(), Model(f), orNone(f.Driver), "", "", group(f.IOMMUGroup), "", "", "", "", held)
 		}
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.Write(w, width); err != nil {
 		return err
-	}
-	for _, line := range strings.SplitAfter(buf.String(), "\n") {
-		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n"))); err != nil {
-			return err
-		}
 	}
 	for _, note := range groupNotes(inv) {
 		fmt.Fprintln(w, note)

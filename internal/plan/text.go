@@ -3,16 +3,17 @@ package plan
 import (
 	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/plural"
+	layout "github.com/gpusplit/gpusplit/internal/table"
 )
 
 // WriteText prints the plan for a person, root being the machine planned on: the moves
-// by IOMMU group, or that there is nothing to do, and the warnings.
-func (p *Plan) WriteText(w io.Writer, root string) error {
+// by IOMMU group, or that there is nothing to do, and the warnings. The table is at most
+// width columns wide (layout.Wide: every column): ROLE goes first, then names are cut
+// and holders wrapped.
+func (p *Plan) WriteText(w io.Writer, root string, width int) error {
 	if p.Empty() {
 		fmt.Fprintf(w, "%s: nothing to do, %s.\n", root, WhereTheyBelong(len(p.InPlace), ""))
 		for _, warn := range p.Warnings {
@@ -21,16 +22,22 @@ func (p *Plan) WriteText(w io.Writer, root string) error {
 		return nil
 	}
 	fmt.Fprintf(w, "%s: %s in %s; %s already in place.\n\n", root, plural.S(len(p.Moves), "move"), plural.S(len(p.Groups()), "IOMMU group"), plural.S(len(p.InPlace), "device"))
-	var buf strings.Builder
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "IOMMU\tDEVICE\tROLE\tNAME\tNUMA\tFROM\tTO\tHELD BY")
+	t := layout.New(
+		layout.Column{Header: "IOMMU"},
+		layout.Column{Header: "DEVICE"},
+		layout.Column{Header: "ROLE", Drop: 1},
+		layout.Column{Header: "NAME", Fit: layout.Shorten, Min: 12},
+		layout.Column{Header: "NUMA"},
+		layout.Column{Header: "FROM"},
+		layout.Column{Header: "TO"},
+		layout.Column{Header: "HELD BY", Fit: layout.Wrap, Sep: "; "},
+	)
 	for _, m := range p.Moves {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", group(m.IOMMUGroup), m.Device, m.Role, inventory.ShortName(m.Name),
-			m.NUMANode, cellNone(m.From), TargetText(m.To), inventory.HeldBy(m.Holders))
+		t.Add(group(m.IOMMUGroup), m.Device.String(), string(m.Role), inventory.ShortName(m.Name),
+			fmt.Sprint(m.NUMANode), cellNone(m.From), TargetText(m.To), inventory.HeldBy(m.Holders))
 	}
-	tw.Flush()
-	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	if err := t.Write(w, width); err != nil {
+		return err
 	}
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "\nwarning: %s\n", warn)

@@ -3,6 +3,8 @@ package plan
 import (
 	"strings"
 	"testing"
+
+	layout "github.com/gpusplit/gpusplit/internal/table"
 )
 
 func TestText(t *testing.T) {
@@ -23,7 +25,7 @@ func TestText(t *testing.T) {
 		t.Error("cells")
 	}
 	var b strings.Builder
-	if err := (&Plan{Warnings: []string{"w"}}).WriteText(&b, "/"); err != nil || b.String() != "/: nothing to do, all 0 devices are where they belong.\nwarning: w\n" {
+	if err := (&Plan{Warnings: []string{"w"}}).WriteText(&b, "/", layout.Wide); err != nil || b.String() != "/: nothing to do, all 0 devices are where they belong.\nwarning: w\n" {
 		t.Errorf("%q %v", b.String(), err)
 	}
 }
