@@ -70,7 +70,7 @@ each GPU coloured by the driver it would end on, the GPUs that move outlined das
 			case format == "svg":
 				return m.WriteSVG(g.stdout)
 			}
-			return m.WriteText(g.stdout)
+			return m.WriteTextWidth(g.stdout, g.width())
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "matrix", "matrix (as nvidia-smi topo -m), svg (a picture of the PCIe tree) or dot (the same for Graphviz)")

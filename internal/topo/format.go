@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 // Legend is nvidia-smi's legend for the relations, word for word.
@@ -79,6 +81,75 @@ func (m *Matrix) WriteText(w io.Writer) error {
 		b.WriteString("\n" + FlatNote)
 	}
 	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteTextWidth writes the matrix at most width columns wide (table.Wide: as
+// WriteText). nvidia-smi's TAB layout stays when it fits; else the same cells are lined
+// up with spaces, the GPU NUMA ID column (N/A but on hosts such as Grace) goes first,
+// and the legend's long lines wrap.
+func (m *Matrix) WriteTextWidth(w io.Writer, width int) error {
+	var b strings.Builder
+	if err := m.WriteText(&b); err != nil {
+		return err
+	}
+	text := b.String()
+	fits := true
+	for line := range strings.Lines(text) {
+		fits = fits && table.TabLen(strings.TrimSuffix(line, "\n")) <= width
+	}
+	if width <= table.Wide || fits || len(m.GPUs) == 0 {
+		_, err := io.WriteString(w, text)
+		return err
+	}
+	labels := m.Labels()
+	cols := []table.Column{{}}
+	for _, l := range labels {
+		cols = append(cols, table.Column{Header: l})
+	}
+	cols = append(cols, table.Column{Header: "CPU Affinity"}, table.Column{Header: "NUMA Affinity"}, table.Column{Header: "GPU NUMA ID", Drop: 1})
+	t := table.New(cols...)
+	for i, label := range labels {
+		row := []string{label}
+		for j := range labels {
+			if i == j {
+				row = append(row, "X")
+			} else {
+				row = append(row, string(m.Cells[i][j]))
+			}
+		}
+		if i < len(m.GPUs) {
+			g := m.GPUs[i]
+			cpus := g.LocalCPUs.String()
+			if cpus == "" {
+				cpus = "N/A"
+			}
+			row = append(row, cpus, NUMAAffinity(g.NUMANode), m.GPUNUMAID(i))
+		}
+		t.Add(row...)
+	}
+	var out strings.Builder
+	if err := t.Write(&out, width); err != nil {
+		return err
+	}
+	// The rest (legend and notes) as WriteText has it, its long lines wrapped under
+	// their text: "  NODE = …" continues below "Connection".
+	rest := text[strings.Index(text, "\n\n")+1:]
+	for line := range strings.Lines(rest) {
+		line = strings.TrimSuffix(line, "\n")
+		if table.Len(line) <= width {
+			out.WriteString(line + "\n")
+			continue
+		}
+		head, body := "", line
+		if i := strings.Index(line, "= "); i >= 0 {
+			head, body = line[:i+2], line[i+2:]
+		}
+		for _, l := range table.WrapText(body, width, head, strings.Repeat(" ", table.Len(head))) {
+			out.WriteString(l + "\n")
+		}
+	}
+	_, err := io.WriteString(w, out.String())
 	return err
 }
 
