@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 func newPVE(g *globals) *cobra.Command {
@@ -53,8 +53,16 @@ func newPVEMappings(g *globals) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(g.stdout, "%s: %d PCI mappings; this node is %s.\n\n", h.Root(), doc.Mappings, doc.Node)
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "MAPPING\tNODE\tPATH\tDEVICE\tDRIVER\tNUMA\tPROXMOX CHECK")
+			// The device's name is cut before anything else; a failed check wraps whole.
+			t := table.New(
+				table.Column{Header: "MAPPING"},
+				table.Column{Header: "NODE"},
+				table.Column{Header: "PATH"},
+				table.Column{Header: "DEVICE", Fit: table.Shorten, Min: 12},
+				table.Column{Header: "DRIVER"},
+				table.Column{Header: "NUMA"},
+				table.Column{Header: "PROXMOX CHECK", Fit: table.Wrap, Sep: "; "},
+			)
 			for _, r := range doc.Entries {
 				check, dev, drv, numa := "(other node)", "", "", ""
 				if r.Checked {
@@ -67,9 +75,9 @@ func newPVEMappings(g *globals) *cobra.Command {
 						numa = fmt.Sprint(*r.NUMANode)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Mapping, r.Node, r.Path, dev, drv, numa, check)
+				t.Add(r.Mapping, r.Node, r.Path, dev, drv, numa, check)
 			}
-			return tw.Flush()
+			return t.Write(g.stdout, g.width())
 		},
 	}
 }

@@ -2,12 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 func newPVEBackups(g *globals) *cobra.Command {
@@ -46,12 +47,18 @@ it. After each write the oldest backups of each file beyond the last ` + fmt.Spr
 				return nil
 			}
 			fmt.Fprintf(g.stdout, "%s in %s:\n\n", plural.S(len(list), "backup"), rootedPath(h, pve.BackupDir))
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tFILE\tREPLACED\tSIZE\tBY")
+			// The command that replaced a file wraps; SIZE goes first.
+			t := table.New(
+				table.Column{Header: "ID"},
+				table.Column{Header: "FILE"},
+				table.Column{Header: "REPLACED"},
+				table.Column{Header: "SIZE", Drop: 1},
+				table.Column{Header: "BY", Fit: table.Wrap},
+			)
 			for _, b := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.ID, b.Path, b.Time.Local().Format("2006-01-02 15:04:05"), b.Size, orDash(b.Command))
+				t.Add(b.ID, b.Path, b.Time.Local().Format("2006-01-02 15:04:05"), strconv.FormatInt(b.Size, 10), orDash(b.Command))
 			}
-			return tw.Flush()
+			return t.Write(g.stdout, g.width())
 		},
 	}
 	cmd.AddCommand(newPVEBackupsRestore(g), newPVEBackupsPrune(g))

@@ -2,17 +2,18 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 func newPVECluster(g *globals) *cobra.Command {
@@ -75,7 +76,7 @@ Exit status: 0 without problems, 1 with problems (or an error).`,
 // printCluster prints the cluster view: the nodes, the mappings' entries per node, the
 // guests with their GPUs, HA and replication, then the problems and notes.
 func printCluster(g *globals, root string, doc pve.ClusterReport) {
-	w := g.stdout
+	w, width := g.stdout, g.width()
 	switch {
 	case !doc.Members:
 		fmt.Fprintf(w, "%s: the cluster's members are unknown (no %s); this node is %s.\n", root, pve.MembersPath, doc.Node)
@@ -91,17 +92,16 @@ func printCluster(g *globals, root string, doc pve.ClusterReport) {
 	var members []string
 	if len(doc.Nodes) > 0 {
 		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tID\tONLINE\tIP")
+		t := table.New(table.Column{Header: "NODE"}, table.Column{Header: "ID"}, table.Column{Header: "ONLINE"}, table.Column{Header: "IP"})
 		for _, n := range doc.Nodes {
 			members = append(members, n.Name)
 			online := "yes"
 			if !n.Online {
 				online = "NO"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n.Name, n.ID, online, orDash(n.IP))
+			t.Add(n.Name, strconv.Itoa(n.ID), online, orDash(n.IP))
 		}
-		tw.Flush()
+		t.Write(w, width)
 	}
 	fmt.Fprintln(w)
 	if len(doc.Mappings) == 0 {
@@ -124,8 +124,13 @@ func printCluster(g *globals, root string, doc pve.ClusterReport) {
 		if !doc.Members {
 			other = "OTHER NODES"
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "MAPPING\t%s\t%s\tUSED BY\n", strings.Join(cols, "\t"), other)
+		// A column per member, which stay; the guests that use a mapping wrap.
+		heads := []table.Column{{Header: "MAPPING"}}
+		for _, n := range cols {
+			heads = append(heads, table.Column{Header: n})
+		}
+		heads = append(heads, table.Column{Header: other, Fit: table.Wrap, Sep: ", "}, table.Column{Header: "USED BY", Fit: table.Wrap, Sep: ", "})
+		t := table.New(heads...)
 		for _, m := range doc.Mappings {
 			var row, other, users []string
 			for _, n := range cols {
@@ -139,24 +144,29 @@ func printCluster(g *globals, root string, doc pve.ClusterReport) {
 			for _, id := range m.UsedBy {
 				users = append(users, guestLabel(doc, id))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, strings.Join(row, "\t"), orDash(strings.Join(other, ", ")), orDash(strings.Join(users, ", ")))
+			t.Add(slices.Concat([]string{m.ID}, row, []string{orDash(strings.Join(other, ", ")), orDash(strings.Join(users, ", "))})...)
 		}
-		tw.Flush()
+		t.Write(w, width)
 	}
 	fmt.Fprintln(w)
 	if len(doc.Guests) == 0 {
 		fmt.Fprintln(w, "No guest uses a mapping or passes GPUs to a container.")
 	} else {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "GUEST\tNODE\tNAME\tGPUS\tHA, REPLICATION")
+		t := table.New(
+			table.Column{Header: "GUEST"},
+			table.Column{Header: "NODE"},
+			table.Column{Header: "NAME", Fit: table.Shorten, Min: 10},
+			table.Column{Header: "GPUS", Fit: table.Wrap, Sep: ", "},
+			table.Column{Header: "HA, REPLICATION", Fit: table.Wrap, Sep: "; "},
+		)
 		for _, gu := range doc.Guests {
 			name := orDash(gu.Name)
 			if gu.Template {
 				name += " (template)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", guestLabel(doc, gu.ID), gu.Node, name, guestGPUs(gu), orDash(guestMoves(gu)))
+			t.Add(guestLabel(doc, gu.ID), gu.Node, name, guestGPUs(gu), orDash(guestMoves(gu)))
 		}
-		tw.Flush()
+		t.Write(w, width)
 	}
 	fmt.Fprintln(w)
 	if len(doc.Problems) == 0 {
@@ -164,11 +174,18 @@ func printCluster(g *globals, root string, doc pve.ClusterReport) {
 	} else {
 		fmt.Fprintf(w, "%s:\n", plural.S(len(doc.Problems), "problem"))
 		for _, p := range doc.Problems {
-			fmt.Fprintf(w, "  %s: %s\n", p.Kind, p.Message)
+			printWrapped(w, table.WrapText(p.Kind+": "+p.Message, width, "  ", "    "))
 		}
 	}
 	for _, n := range doc.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		printWrapped(w, table.WrapText(n, width, "note: ", "  "))
+	}
+}
+
+// printWrapped prints lines of table.WrapText.
+func printWrapped(w io.Writer, lines []string) {
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
 }
 
