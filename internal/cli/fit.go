@@ -82,7 +82,7 @@ docs/fit.md has the formulas and their sources.`,
 			if g.json() {
 				return g.writeJSON(doc)
 			}
-			return doc.WriteText(g.stdout)
+			return doc.WriteText(g.stdout, g.width())
 		},
 	}
 	fl := cmd.Flags()

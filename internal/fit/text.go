@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/gpusplit/gpusplit/internal/hfmodel"
+	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 // WriteText prints the report for a person: the model, then each set of GPUs with its
-// placements.
-func (d *Report) WriteText(w io.Writer) error {
+// placements, in tables at most width columns wide (table.Wide: every column).
+func (d *Report) WriteText(w io.Writer, width int) error {
 	m := d.Model
 	fmt.Fprintf(w, "%s: %s (%s), %s: %s", m.Name, orDash(m.Architecture), orDash(m.ModelType), m.Attention, layersText(m))
 	if m.Experts > 0 {
@@ -55,9 +55,20 @@ func (d *Report) WriteText(w io.Writer) error {
 			p2p = "unavailable"
 		}
 		fmt.Fprintf(w, "  peer-to-peer: %s (%s)\n\n", p2p, s.P2PWhy)
-		var buf strings.Builder
-		tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PLACEMENT\tGPUS\tREPLICAS\tWEIGHTS/GPU\tRESERVE/GPU\tKV/GPU\tKV TOKENS\tSEQUENCES\tVERDICT")
+		// KV TOKENS and RESERVE/GPU go first: SEQUENCES and the verdict say what they
+		// add up to.
+		t := table.New(
+			table.Column{Header: "PLACEMENT"},
+			table.Column{Header: "GPUS"},
+			table.Column{Header: "REPLICAS"},
+			table.Column{Header: "WEIGHTS/GPU"},
+			table.Column{Header: "RESERVE/GPU", Drop: 2},
+			table.Column{Header: "KV/GPU"},
+			table.Column{Header: "KV TOKENS", Drop: 1},
+			table.Column{Header: "SEQUENCES"},
+			table.Column{Header: "VERDICT"},
+		)
+		t.Indent = "  "
 		for _, p := range s.Placements {
 			kvText, tok, seq := "-", "-", "-"
 			if p.KVBytesPerGPU > 0 {
@@ -71,11 +82,10 @@ func (d *Report) WriteText(w io.Writer) error {
 			if m.WeightsSource == hfmodel.WeightsEstimate {
 				weights = "~" + weights // an estimate, as the weights line says
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.GPUsPerReplica, p.Replicas, weights, GiBText(p.ReserveBytesPerGPU), kvText, tok, seq, v)
+			t.Add(p.Name, fmt.Sprint(p.GPUsPerReplica), fmt.Sprint(p.Replicas), weights, GiBText(p.ReserveBytesPerGPU), kvText, tok, seq, v)
 		}
-		tw.Flush()
-		for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-			fmt.Fprintln(w, "  "+strings.TrimRight(line, " "))
+		if err := t.Write(w, width); err != nil {
+			return err
 		}
 		fmt.Fprintln(w)
 		for _, p := range s.Placements {

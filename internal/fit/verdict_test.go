@@ -75,7 +75,7 @@ var tableRow = regexp.MustCompile(`^  (TP\S+)\s{2,}.*\s{2,}(fits|tight|does not 
 func checkVerdicts(t *testing.T, name string, rep *Report) []string {
 	t.Helper()
 	var text bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
+	if err := rep.WriteText(&text, 1000); err != nil {
 		t.Fatal(err)
 	}
 	data, err := json.Marshal(rep)
