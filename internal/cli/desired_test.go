@@ -72,7 +72,7 @@ func TestDesiredDriverNames(t *testing.T) {
 		}
 	}
 	// The right spelling plans the reference split, audio functions included.
-	out := mustRun(t, "--demo", "plan", "--config", splitFile(t, "vfio-pci", "vms = [131]\n"))
+	out := mustRun(t, "--demo", "plan", "--config", splitFile(t, "vfio-pci", "vms = [131]\n"), "-o", "wide")
 	if !strings.Contains(out, "8 moves in 4 IOMMU groups") || !strings.Contains(out, "0000:81:00.1  function") {
 		t.Errorf("plan with vfio-pci:\n%s", out)
 	}

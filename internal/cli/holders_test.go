@@ -65,7 +65,8 @@ func TestPlanApplyRefuseMountedDisk(t *testing.T) {
 	dir := heldSample(t)
 	args := []string{"--root", dir, "--devices", "class:0x01"}
 
-	out := mustRun(t, append(args, "plan", "--vfio", "0000:12:00.0")...)
+	// -o wide: the holders and release lines whole, as at any width that holds them.
+	out := mustRun(t, append(args, "plan", "--vfio", "0000:12:00.0", "-o", "wide")...)
 	for _, want := range []string{
 		"mount /boot/efi (nvme0n1p1); mount / (nvme0n1p2)",
 		"apply would stop, changing nothing:\n  drivers: in use: 0000:12:00.0; release what holds it, then run again:\n",
@@ -128,7 +129,8 @@ func TestPlanApplyRefuseMountedDisk(t *testing.T) {
 // makes the GPU's move refused, and inventory shows it on the function's row.
 func TestFunctionHolders(t *testing.T) {
 	dir := heldSample(t)
-	out := mustRun(t, "--root", dir, "plan", "--vfio", "0000:81:00.0")
+	// -o wide: every column whole, so that the row is read at fixed places.
+	out := mustRun(t, "--root", dir, "plan", "--vfio", "0000:81:00.0", "-o", "wide")
 	for _, want := range []string{
 		"0000:81:00.1  function  GB202 High Definition Audio Controller      1     snd_hda_intel  vfio-pci  pipewire[1900]",
 		"  pipewire[1900]: stop it (kill 1900) or the service that runs it",
@@ -140,7 +142,7 @@ func TestFunctionHolders(t *testing.T) {
 	if _, _, err := run(t, "--root", dir, "apply", "--vfio", "0000:81:00.0", "--dry-run"); err == nil || !strings.Contains(err.Error(), "in use: 0000:81:00.0, 0000:81:00.1; release what holds them") || !strings.Contains(err.Error(), "pipewire[1900]: stop it") {
 		t.Errorf("apply --dry-run: %v", err)
 	}
-	inv := mustRun(t, "--root", dir, "inventory")
+	inv := mustRun(t, "--root", dir, "inventory", "-o", "wide")
 	for _, line := range strings.Split(inv, "\n") {
 		if strings.Contains(line, "└ 0000:81:00.1") != strings.HasSuffix(line, "  72"+strings.Repeat(" ", 55)+"pipewire[1900]") {
 			t.Errorf("inventory line %q: the function's holder belongs in the HELD BY column of its row, and only there", line)

@@ -47,10 +47,10 @@ it. After each write the oldest backups of each file beyond the last ` + fmt.Spr
 				return nil
 			}
 			fmt.Fprintf(g.stdout, "%s in %s:\n\n", plural.S(len(list), "backup"), rootedPath(h, pve.BackupDir))
-			// The command that replaced a file wraps; SIZE goes first.
+			// SIZE goes first, then FILE, which the ID names too; the command wraps.
 			t := table.New(
 				table.Column{Header: "ID"},
-				table.Column{Header: "FILE"},
+				table.Column{Header: "FILE", Drop: 2},
 				table.Column{Header: "REPLACED"},
 				table.Column{Header: "SIZE", Drop: 1},
 				table.Column{Header: "BY", Fit: table.Wrap},

@@ -32,7 +32,8 @@ func clusterWithoutProblems(t *testing.T, root string) string {
 // The sample host's cluster: its three nodes, its mappings by node, its guests of every
 // node, and the four planted problems, with exit status 1.
 func TestPVEClusterDemo(t *testing.T) {
-	out, _, err := run(t, "--demo", "pve", "cluster")
+	// -o wide: the tables' cells and the problems on one line each.
+	out, _, err := run(t, "--demo", "pve", "cluster", "-o", "wide")
 	if status(err) != 1 || !strings.Contains(err.Error(), "4 problems in the cluster's configuration (listed above)") {
 		t.Fatalf("exit status %d, %v; want 1 and the count", status(err), err)
 	}

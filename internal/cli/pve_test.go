@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
@@ -215,9 +216,19 @@ func TestPVEBackups(t *testing.T) {
 			id = b.ID
 		}
 	}
-	table := mustRun(t, "--root", root, "pve", "backups")
+	table := mustRun(t, "--root", root, "pve", "backups", "-o", "wide")
 	if !strings.Contains(table, "3 backups in ") || !regexp.MustCompile(regexp.QuoteMeta(id)+` +/etc/pve/mapping/pci.cfg +\d{4}-\d\d-\d\d [\d:]+ +\d+ +pve sync --apply\n`).MatchString(table) {
 		t.Errorf("table:\n%s", table)
+	}
+	// At the tests' 100 columns FILE and SIZE go: the ID names the file.
+	narrow := mustRun(t, "--root", root, "pve", "backups")
+	for line := range strings.Lines(narrow) {
+		if n := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); n > 100 {
+			t.Errorf("pve backups: %d columns: %q", n, line)
+		}
+	}
+	if !regexp.MustCompile(regexp.QuoteMeta(id) + ` +\d{4}-\d\d-\d\d [\d:]+ +pve sync --apply\n`).MatchString(narrow) {
+		t.Errorf("pve backups at 100 columns:\n%s", narrow)
 	}
 	out = mustRun(t, "--root", root, "pve", "backups", "restore", id, "--dry-run")
 	if !strings.Contains(out, "dry run: nothing was written") {
