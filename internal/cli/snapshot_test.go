@@ -159,8 +159,9 @@ func TestSnapshotRedactsAndServes(t *testing.T) {
 		diff bool   // the output holds diffs of Proxmox files
 		says string // a line that shows the command did its work
 	}{
-		{[]string{"inventory"}, 0, false, "nvidia-persistenced[2211]; python3[48213] in CT 129"},
-		{[]string{"topo"}, 0, false, "GPU7\tSYS"},
+		// -o wide: whole cells, and topo in nvidia-smi's TAB layout.
+		{[]string{"inventory", "-o", "wide"}, 0, false, "nvidia-persistenced[2211]; python3[48213] in CT 129"},
+		{[]string{"topo", "-o", "wide"}, 0, false, "GPU7\tSYS"},
 		{[]string{"doctor"}, 1, false, "33 checks, 0 errors, 2 warnings"},
 		{[]string{"doctor", "-o", "json"}, 1, false, `"id": "split-drift"`},
 		{[]string{"nccl-topo"}, 0, false, "<system"},

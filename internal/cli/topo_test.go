@@ -27,12 +27,19 @@ func TestTopoGPUNUMAID(t *testing.T) {
 	if err := os.WriteFile(status, []byte("Node:      9\nStatus:    online\nAddress:   40000000000\nSize:      3f0000000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := mustRun(t, "--root", root, "topo")
+	// -o wide: nvidia-smi's TAB layout.
+	out := mustRun(t, "--root", root, "topo", "-o", "wide")
 	rows := strings.Split(out, "\n")
 	for i, want := range map[int]string{1: "\t0\t\tN/A", 5: "\t1\t\t9", 6: "\t1\t\tN/A"} {
 		if !strings.HasSuffix(rows[i], want) {
 			t.Errorf("row %q, want it to end %q", rows[i], want)
 		}
+	}
+	// Narrower, the cells lined up with spaces keep the column, which holds a node.
+	out = mustRun(t, "--root", root, "topo")
+	rows = strings.Split(out, "\n")
+	if !strings.HasSuffix(rows[0], "CPU Affinity  NUMA Affinity  GPU NUMA ID") || !strings.HasSuffix(rows[5], "  1              9") {
+		t.Errorf("topo at 100 columns:\n%s", out)
 	}
 	var doc struct {
 		GPUNUMAID []int `json:"gpu_numa_id"`

@@ -86,8 +86,8 @@ func (m *Matrix) WriteText(w io.Writer) error {
 
 // WriteTextWidth writes the matrix at most width columns wide (table.Wide: as
 // WriteText). nvidia-smi's TAB layout stays when it fits; else the same cells are lined
-// up with spaces, the GPU NUMA ID column (N/A but on hosts such as Grace) goes first,
-// and the legend's long lines wrap.
+// up with spaces, the GPU NUMA ID column goes when it is N/A for every GPU (it is but on
+// coherent systems such as Grace), and the legend's long lines wrap.
 func (m *Matrix) WriteTextWidth(w io.Writer, width int) error {
 	var b strings.Builder
 	if err := m.WriteText(&b); err != nil {
@@ -107,7 +107,15 @@ func (m *Matrix) WriteTextWidth(w io.Writer, width int) error {
 	for _, l := range labels {
 		cols = append(cols, table.Column{Header: l})
 	}
-	cols = append(cols, table.Column{Header: "CPU Affinity"}, table.Column{Header: "NUMA Affinity"}, table.Column{Header: "GPU NUMA ID", Drop: 1})
+	// GPU NUMA ID goes only when it says nothing (N/A for every GPU, as but on coherent
+	// systems); a node there is worth the overflow.
+	numaID := table.Column{Header: "GPU NUMA ID", Drop: 1}
+	for i := range m.GPUs {
+		if m.GPUNUMAID(i) != "N/A" {
+			numaID.Drop = 0
+		}
+	}
+	cols = append(cols, table.Column{Header: "CPU Affinity"}, table.Column{Header: "NUMA Affinity"}, numaID)
 	t := table.New(cols...)
 	for i, label := range labels {
 		row := []string{label}
