@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -91,7 +90,7 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 
 		// Proxmox.
 		"vm": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			return g.complete(func(h *host.Host) ([]cobra.Completion, error) { return completeVMs(h, toComplete) })
+			return g.complete(func(h *host.Host) ([]cobra.Completion, error) { return completeGuests(h, pve.QEMU, toComplete) })
 		},
 		"vm-mapping": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			return g.complete(func(h *host.Host) ([]cobra.Completion, error) { return completeMappings(h, toComplete) })
@@ -124,7 +123,7 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 			return nil, cobra.ShellCompDirectiveFilterDirs
 		},
 		"ct": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			return g.complete(func(h *host.Host) ([]cobra.Completion, error) { return completeContainers(h, toComplete) })
+			return g.complete(func(h *host.Host) ([]cobra.Completion, error) { return completeGuests(h, pve.LXC, toComplete) })
 		},
 		"engine": func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			return completionPrefix([]cobra.Completion{"vllm", "sglang"}, toComplete), inOrder
@@ -272,80 +271,32 @@ func completeSelectors(h *host.Host, sels []pci.Selector, toComplete string) ([]
 	return completeListItem(cands, toComplete), nil
 }
 
-// completeVMs offers the ids of this node's VMs, with their names, in the directory the
-// commands read them from (not the other nodes' of the cluster). A config that cannot be
-// read is still offered, by its id.
-func completeVMs(h *host.Host, toComplete string) ([]cobra.Completion, error) {
-	node, err := pve.NodeName(h)
-	if err != nil {
-		return nil, err
-	}
-	dir := "/etc/pve/nodes/" + node + "/" + pve.QEMU
-	names, err := h.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var ids []int
-	for _, n := range names {
-		id, err := strconv.Atoi(strings.TrimSuffix(n, ".conf"))
-		if err == nil && id > 0 && strings.HasSuffix(n, ".conf") {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	var out []cobra.Completion
-	for _, id := range ids {
-		s := strconv.Itoa(id)
-		if !strings.HasPrefix(s, toComplete) {
-			continue
-		}
-		desc := ""
-		p := fmt.Sprintf("%s/%d.conf", dir, id)
-		if data, err := h.ReadFile(p); err == nil && len(data) <= pve.MaxFile {
-			if vm, err := pve.ParseGuest(p, pve.QEMU, id, string(data)); err == nil {
-				desc, _ = vm.Get("name")
-			}
-		}
-		out = append(out, cobra.CompletionWithDesc(s, desc))
-	}
-	return out, nil
+// completeGuests offers the ids of this node's VMs or containers (kind), with their
+// names, as pve.GuestChoices lists them.
+func completeGuests(h *host.Host, kind, toComplete string) ([]cobra.Completion, error) {
+	choices, err := pve.GuestChoices(h, kind, toComplete)
+	return completions(choices), err
 }
 
 // completeMappings offers the ids of the cluster's PCI mappings, with their descriptions.
 func completeMappings(h *host.Host, toComplete string) ([]cobra.Completion, error) {
-	f, err := pve.ReadMappings(h)
-	if err != nil {
-		return nil, err
-	}
-	var out []cobra.Completion
-	for _, m := range f.Mappings {
-		desc := m.Props["description"]
-		if desc == "" {
-			desc = strconv.Itoa(len(m.Maps)) + " entries"
-			if len(m.Maps) == 1 {
-				desc = "1 entry"
-			}
-		}
-		out = append(out, cobra.CompletionWithDesc(m.ID, desc))
-	}
-	return completionPrefix(out, toComplete), nil
+	choices, err := pve.MappingChoices(h)
+	return completionPrefix(completions(choices), toComplete), err
 }
 
 // completeBackups offers the backup ids, with the file and when it was replaced.
 func completeBackups(h *host.Host, toComplete string) ([]cobra.Completion, error) {
-	list, err := pve.ListBackups(h)
-	if err != nil {
-		return nil, err
-	}
+	choices, err := pve.BackupChoices(h)
+	return completionPrefix(completions(choices), toComplete), err
+}
+
+// completions are pve's choices as cobra offers them.
+func completions(choices []pve.Choice) []cobra.Completion {
 	var out []cobra.Completion
-	for _, b := range list {
-		desc := b.Path + ", replaced " + b.Time.Local().Format("2006-01-02 15:04:05")
-		if b.Command != "" {
-			desc += " by " + b.Command
-		}
-		out = append(out, cobra.CompletionWithDesc(b.ID, desc))
+	for _, c := range choices {
+		out = append(out, cobra.CompletionWithDesc(c.Value, c.Desc))
 	}
-	return completionPrefix(out, toComplete), nil
+	return out
 }
 
 // completeListItem completes the last item of a comma-separated list: the candidates that

@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
@@ -225,49 +222,6 @@ func fitAdvice(err error) error {
 		return fmt.Errorf("%w: give its memory with --gpu-memory (nvidia-smi --query-gpu=memory.total shows it)", err)
 	}
 	return err
-}
-
-// completeContainers offers the ids of this node's containers, with their host names,
-// as completeVMs offers its VMs.
-func completeContainers(h *host.Host, toComplete string) ([]cobra.Completion, error) {
-	node, err := pve.NodeName(h)
-	if err != nil {
-		return nil, err
-	}
-	dir := "/etc/pve/nodes/" + node + "/" + pve.LXC
-	names, err := h.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []cobra.Completion
-	for _, id := range guestIDs(names) {
-		s := fmt.Sprint(id)
-		if !strings.HasPrefix(s, toComplete) {
-			continue
-		}
-		desc := ""
-		p := fmt.Sprintf("%s/%d.conf", dir, id)
-		if data, err := h.ReadFile(p); err == nil && len(data) <= pve.MaxFile {
-			if ct, err := pve.ParseGuest(p, pve.LXC, id, string(data)); err == nil {
-				desc, _ = ct.Get("hostname")
-			}
-		}
-		out = append(out, cobra.CompletionWithDesc(s, desc))
-	}
-	return out, nil
-}
-
-// guestIDs are the ids of a directory's ID.conf files, in order.
-func guestIDs(names []string) []int {
-	var ids []int
-	for _, n := range names {
-		var id int
-		if _, err := fmt.Sscanf(n, "%d.conf", &id); err == nil && id > 0 && n == fmt.Sprintf("%d.conf", id) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // measuredMemory is each GPU's memory as the CUDA driver reports it, by address, where
