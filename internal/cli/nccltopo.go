@@ -12,8 +12,6 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/atomicfile"
 	"github.com/gpusplit/gpusplit/internal/doctor"
-	"github.com/gpusplit/gpusplit/internal/host"
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/nccl"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
@@ -70,36 +68,10 @@ anything it would refuse or misread. docs/vm-topology.md has the whole story.`,
 			if err != nil {
 				return err
 			}
-			res := &doctor.NCCLReport{Notes: []string{}, Warnings: []string{}}
-			if vmid != 0 {
-				m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
-				if err != nil {
-					return err
-				}
-				if m.P2P, err = hostP2P(h, inv, m, p2pFile); err != nil {
-					return err
-				}
-				res.Manifest, res.Notes = m, append([]string{}, m.Notes...)
-				data, err := jsonBytes(m)
-				if err != nil {
-					return err
-				}
-				res.Artifact = data
-			} else {
-				var x *nccl.Node
-				if manifest != "" {
-					x, err = guestTopology(h, inv, manifest, res)
-				} else {
-					x, err = hostTopology(h, inv, withGPUs, res)
-				}
-				if err != nil {
-					return err
-				}
-				res.Artifact = nccl.Marshal(x)
-				res.XML = string(res.Artifact)
-			}
-			if err := res.Advise(h, inv); err != nil {
-				return err
+			req := doctor.NCCLRequest{VM: vmid, Manifest: manifest, P2PFile: p2pFile, WithGPUs: withGPUs, Now: time.Now()}
+			res, err := doctor.NCCLTopology(h, inv, req)
+			if err != nil {
+				return ncclAdvice(err, req)
 			}
 			if file != "" {
 				abs, err := filepath.Abs(file)
@@ -142,71 +114,33 @@ func printNCCL(g *globals, r *doctor.NCCLReport, vmid int) error {
 	return nil
 }
 
-// hostTopology is the topology of this host's GPUs and RDMA NICs, as NCCL detects it.
-func hostTopology(h *host.Host, inv *inventory.Inventory, withGPUs bool, res *doctor.NCCLReport) (*nccl.Node, error) {
-	x, warnings, notes, err := nccl.HostTopology(h, inv, nccl.Options{WithGPUs: withGPUs})
-	if errors.Is(err, nccl.ErrNoGPU) {
-		return nil, fmt.Errorf("%w (see gpusplit inventory; --devices chooses others)", err)
+// ncclAdvice words the way past an error of doctor.NCCLTopology with the flags.
+func ncclAdvice(err error, req doctor.NCCLRequest) error {
+	var input *doctor.InputError
+	switch {
+	case errors.Is(err, nccl.ErrNoGPU):
+		return fmt.Errorf("%w (see gpusplit inventory; --devices chooses others)", err)
+	case errors.As(err, &input) && input.Path == req.Manifest:
+		return fmt.Errorf("--manifest: %w", input.Err)
 	}
-	res.Warnings = append(res.Warnings, warnings...)
-	res.Notes = append(res.Notes, notes...)
-	return x, err
+	return p2pFileAdvice(err, req.P2PFile, req.VM)
 }
 
-// guestTopology is the topology of a VM's GPUs from the manifest written on its host.
-func guestTopology(h *host.Host, inv *inventory.Inventory, manifest string, res *doctor.NCCLReport) (*nccl.Node, error) {
-	data, err := host.ReadUserFile(manifest, maxManifest, "a VM manifest")
-	if err != nil {
-		return nil, fmt.Errorf("--manifest: %w", err)
-	}
-	m, err := vmlayout.ParseManifest(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", manifest, err)
-	}
-	pairs, err := vmlayout.Match(m, inv.Tree, inv.Devices())
-	if err != nil {
-		return nil, err
-	}
-	x, notes := vmlayout.GuestTopology(h, m, pairs)
-	res.Notes = append(res.Notes, notes...)
-	res.Guest = m
-	return x, nil
-}
-
-// hostP2P is the host's evidence on peer-to-peer for a VM's manifest: the warnings and
-// errors of the doctor's HostP2PChecks, and the pairs of the VM's GPUs in a saved p2p
-// result (vmlayout.NewHostP2P).
-func hostP2P(h *host.Host, inv *inventory.Inventory, m *vmlayout.Manifest, p2pFile string) (*vmlayout.HostP2P, error) {
-	_, findings, err := doctor.P2PAdvice(h, inv, doctor.HostP2PChecks...)
-	if err != nil {
-		return nil, err
-	}
-	var kept []vmlayout.P2PFinding
-	for _, f := range findings {
-		kept = append(kept, vmlayout.P2PFinding{ID: f.ID, Severity: f.Severity.String(), Title: f.Title})
-	}
-	var saved []byte
-	if p2pFile != "" {
-		if saved, err = host.ReadUserFile(p2pFile, maxP2PResult, "a p2p result"); err != nil {
-			return nil, fmt.Errorf("--p2p: %w", err)
-		}
-	}
-	hp, err := vmlayout.NewHostP2P(doctor.HostP2PChecks, kept, m, saved, p2pFile)
+// p2pFileAdvice words the way past an error of doctor.VMHostP2P, for VM vmid's
+// manifest, with the flag that named the saved result.
+func p2pFileAdvice(err error, p2pFile string, vmid int) error {
+	var input *doctor.InputError
 	var bad *vmlayout.NotP2PResultError
 	switch {
+	case errors.As(err, &input):
+		return fmt.Errorf("--p2p: %w", input.Err)
 	case errors.As(err, &bad):
-		return nil, fmt.Errorf("--p2p %s: not a gpusplit p2p result (p2p --save or p2p -o json writes one): %v", p2pFile, bad.Err)
+		return fmt.Errorf("--p2p %s: not a gpusplit p2p result (p2p --save or p2p -o json writes one): %v", p2pFile, bad.Err)
 	case errors.Is(err, vmlayout.ErrNoPairs):
-		return nil, fmt.Errorf("--p2p %s measured no pair of VM %d's GPUs: run gpusplit p2p on them (before the split, or with --devices) and save it", p2pFile, m.VMID)
+		return fmt.Errorf("--p2p %s measured no pair of VM %d's GPUs: run gpusplit p2p on them (before the split, or with --devices) and save it", p2pFile, vmid)
 	}
-	return hp, err
+	return err
 }
-
-// maxManifest caps a manifest: 16 entries of 8 functions with their notes are ~30 KB.
-const maxManifest = 4 << 20
-
-// maxP2PResult caps a saved p2p result: 16 GPUs' pairs with their checks are ~200 KB.
-const maxP2PResult = 8 << 20
 
 // checkTopology reads a topology file as NCCL's parser does.
 func checkTopology(g *globals, file string) error {

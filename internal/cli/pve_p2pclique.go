@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/doctor"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
@@ -78,8 +79,8 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 				// The GPUs are in vm-layout's own devices: the host's evidence still
 				// decides, from the layout's GPUs.
 				m = vmlayout.LaidOut(guest)
-				if m.P2P, err = hostP2P(h, inv, m, p2pFile); err != nil {
-					return err
+				if m.P2P, err = doctor.VMHostP2P(h, inv, m, p2pFile); err != nil {
+					return p2pFileAdvice(err, p2pFile, vmid)
 				}
 				if doc.Verdict = m.Verdict(); doc.Verdict.Unsafe {
 					return vmlayout.UnsafeError{VMID: vmid, Verdict: doc.Verdict}
@@ -88,8 +89,8 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 			case err != nil:
 				return err
 			default:
-				if m.P2P, err = hostP2P(h, inv, m, p2pFile); err != nil {
-					return err
+				if m.P2P, err = doctor.VMHostP2P(h, inv, m, p2pFile); err != nil {
+					return p2pFileAdvice(err, p2pFile, vmid)
 				}
 				doc.Verdict = m.Verdict()
 				doc.Notes, err = vmlayout.SetClique(guest, m, clique)

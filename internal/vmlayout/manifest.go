@@ -10,6 +10,7 @@
 package vmlayout
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -95,6 +96,19 @@ func (m *Manifest) GuestNode(host int) (GuestNode, bool) {
 		}
 	}
 	return GuestNode{}, false
+}
+
+// Marshal is the manifest's file, as ParseManifest reads it: indented JSON for a person
+// to read before copying it into the guest, with <, > and & left as they are.
+func (m *Manifest) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // ParseManifest reads a manifest, refusing one of another version or without devices.
