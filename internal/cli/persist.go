@@ -77,9 +77,6 @@ func (f *persistFlags) files(g *globals, h *host.Host) (*persist.Boot, error) {
 	return persist.PlanBoot(h, p, inv.Tree, persist.BootOptions{Config: f.config, Binary: f.binary, SyncProxmox: desired.SyncProxmox})
 }
 
-// persistBinaryJSON is the binary a unit or a snippet runs, in -o json.
-type persistBinaryJSON = persist.BinaryReport
-
 func newPersistShow(g *globals) *cobra.Command {
 	var f persistFlags
 	cmd := &cobra.Command{

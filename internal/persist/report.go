@@ -90,22 +90,27 @@ func PlanBoot(h *host.Host, p *plan.Plan, tree *pci.Tree, o BootOptions) (*Boot,
 type BinaryReport struct {
 	Path     string   `json:"path"`
 	Resolved string   `json:"resolved"`
-	Checked  bool     `json:"checked"`
+	Checked  bool     `json:"checked"` // false on a snapshot, which holds no binaries
 	OK       bool     `json:"ok"`
 	Problems []string `json:"problems"`
 	Notes    []string `json:"notes"`
 }
 
 // Report is the binary the unit runs and what install's check found of it.
-func (b *Boot) Report() BinaryReport {
-	out := BinaryReport{Path: b.Binary.Path, Resolved: b.Binary.Resolved, Checked: b.Checked,
-		OK: b.Checked && b.Refused == nil, Problems: []string{}, Notes: append([]string{}, b.Binary.Notes...)}
+func (b *Boot) Report() BinaryReport { return NewBinaryReport(b.Binary, b.Checked, b.Refused) }
+
+// NewBinaryReport is what a check of binary b found (CheckBinary): checked is false on a
+// snapshot, which holds no binaries; refused is why the binary may not be run, nil when
+// it may. A boot unit and a hookscript snippet report theirs alike.
+func NewBinaryReport(b Binary, checked bool, refused error) BinaryReport {
+	out := BinaryReport{Path: b.Path, Resolved: b.Resolved, Checked: checked,
+		OK: checked && refused == nil, Problems: []string{}, Notes: append([]string{}, b.Notes...)}
 	var be *BinaryError
 	switch {
-	case errors.As(b.Refused, &be):
+	case errors.As(refused, &be):
 		out.Problems = append(out.Problems, be.Problems...)
-	case b.Refused != nil:
-		out.Problems = append(out.Problems, b.Refused.Error())
+	case refused != nil:
+		out.Problems = append(out.Problems, refused.Error())
 	}
 	return out
 }

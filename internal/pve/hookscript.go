@@ -31,9 +31,9 @@ type HookReport struct {
 	// for a file named like gpusplit's that gpusplit did not write.
 	SnippetState string `json:"snippet_state,omitempty"`
 	// MadeFor is the guest the snippet was made for, when it is another (a clone's).
-	MadeFor  int         `json:"made_for,omitempty"`
-	Binary   *HookBinary `json:"binary,omitempty"`
-	Deadline string      `json:"deadline,omitempty"`
+	MadeFor  int                   `json:"made_for,omitempty"`
+	Binary   *persist.BinaryReport `json:"binary,omitempty"`
+	Deadline string                `json:"deadline,omitempty"`
 	// Removed is the snippet file remove deletes (did delete, with apply); Kept one it
 	// leaves, with UsedBy the guests that still name it.
 	Removed string   `json:"removed,omitempty"`
@@ -62,17 +62,6 @@ type HookReport struct {
 type HookNode struct {
 	Node string   `json:"node"`
 	Why  []string `json:"why"`
-}
-
-// HookBinary is the gpusplit a snippet runs and what the check of it found, as persist
-// checks the boot unit's.
-type HookBinary struct {
-	Path     string   `json:"path"`
-	Resolved string   `json:"resolved"`
-	Checked  bool     `json:"checked"` // false on a snapshot, which holds no binaries
-	OK       bool     `json:"ok"`
-	Problems []string `json:"problems"`
-	Notes    []string `json:"notes"`
 }
 
 // HookOptions are how install or remove runs.
@@ -210,25 +199,14 @@ func (e *BinaryRefusedError) Message(more string) string {
 // checkHookBinary checks the gpusplit a snippet runs as persist checks the boot unit's:
 // Proxmox runs it as root at every start and stop. refused is why install will not write
 // a snippet that runs it; nil when it passes or cannot be checked (a snapshot).
-func checkHookBinary(h *host.Host, path string, named bool) (HookBinary, *BinaryRefusedError) {
+func checkHookBinary(h *host.Host, path string, named bool) (persist.BinaryReport, *BinaryRefusedError) {
 	b, err := persist.CheckBinary(h, path, named)
-	out := HookBinary{Path: path, Resolved: b.Resolved, Problems: []string{}, Notes: append([]string{}, b.Notes...)}
-	if out.Resolved == "" {
-		out.Resolved = path
-	}
 	if errors.Is(err, host.ErrReadOnly) {
-		return out, nil
+		return persist.NewBinaryReport(b, false, nil), nil
 	}
-	out.Checked = true
+	out := persist.NewBinaryReport(b, true, err)
 	if err == nil {
-		out.OK = true
 		return out, nil
-	}
-	var be *persist.BinaryError
-	if errors.As(err, &be) {
-		out.Problems = append(out.Problems, be.Problems...)
-	} else {
-		out.Problems = append(out.Problems, err.Error())
 	}
 	refused := &BinaryRefusedError{Path: path, Problems: out.Problems}
 	if exe, e := os.Executable(); e == nil && !named && h.Root() == "/" && exe != path {
