@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -135,32 +134,7 @@ func newPersistInstall(g *globals) *cobra.Command {
 			if len(f.vfio) > 0 {
 				files = append([]persist.File{{Path: bf.Config, Mode: 0o644, Content: persist.VFIOConfig(g.devices, f.vfio, f.allowShared)}}, files...)
 			}
-			// Every reason to stop is known before the first file is written.
-			stops := bf.InstallStops(h)
-			doc := bf.InstallReport(h, files, dryRun, stops)
-			switch {
-			case len(stops) > 0 && dryRun:
-				err = fmt.Errorf("dry run: nothing was written, and install would stop: %w", errors.Join(stops...))
-			case len(stops) > 0:
-				err = fmt.Errorf("nothing was written: %w", errors.Join(stops...))
-			case !dryRun:
-				g.warn(bf.Binary.Notes)
-				var changes []persist.Change
-				changes, err = persist.Install(h, files)
-				doc.Changes = append([]persist.Change{}, changes...)
-				if !g.json() {
-					for _, c := range doc.Changes {
-						fmt.Fprintf(g.stdout, "%-10s %s\n", c.Action, c.Path)
-					}
-				}
-				if err == nil {
-					if !g.json() {
-						fmt.Fprintf(g.stdout, "The unit runs %s.\n", bf.Binary.Path)
-					}
-					doc.Commands = runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "gpusplit.service"}, {"udevadm", "control", "--reload"}})
-					doc.Notes = append(doc.Notes, persist.InitramfsAdvice(h)...)
-				}
-			}
+			doc, err := bf.InstallBoot(h, files, dryRun, g.persistStep(h))
 			switch {
 			case g.json():
 				if jerr := g.writeJSON(doc); jerr != nil {
@@ -198,21 +172,8 @@ func newPersistRemove(g *globals) *cobra.Command {
 			if !h.Writable() {
 				return fmt.Errorf("cannot remove from %s: %w", h.Root(), errSnapshot)
 			}
-			ran := runAll(g, h, [][]string{{"systemctl", "disable", "gpusplit.service"}})
-			changes, err := persist.Remove(h)
-			if !g.json() {
-				for _, c := range changes {
-					fmt.Fprintf(g.stdout, "%-10s %s\n", c.Action, c.Path)
-				}
-			}
-			notes := []string{}
-			if err == nil {
-				ran = append(ran, runAll(g, h, [][]string{{"systemctl", "daemon-reload"}, {"udevadm", "control", "--reload"}})...)
-				notes = append(notes, fmt.Sprintf("The desired state %s is kept; the drivers bound now stay as they are.", plan.DefaultConfig))
-				notes = append(notes, persist.InitramfsAdvice(h)...)
-			}
+			doc, err := persist.Uninstall(h, g.persistStep(h))
 			if g.json() {
-				doc := persist.ChangeReport{Files: []persist.FileReport{}, Problems: []string{}, Changes: append([]persist.Change{}, changes...), Commands: ran, Notes: notes}
 				if jerr := g.writeJSON(doc); jerr != nil {
 					return jerr
 				}
@@ -221,26 +182,31 @@ func newPersistRemove(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			printNotes(g, notes)
+			printNotes(g, doc.Notes)
 			return nil
 		},
 	}
 }
 
-// runAll runs system commands on the live host (persist.Run), and says what it skipped
-// under --root and which failed: a warning, since the files are in place and the
-// command can be run by hand.
-func runAll(g *globals, h *host.Host, cmds [][]string) []persist.Command {
-	out := persist.Run(h, cmds)
-	for _, r := range out {
+// persistStep tells a person what persist install or remove does as it does it; JSON
+// has it all in its report, but for the warnings, which go to standard error. A system
+// command that failed is a warning: the files are in place, and it can be run by hand.
+func (g *globals) persistStep(h *host.Host) func(persist.Step) {
+	return func(s persist.Step) {
 		switch {
-		case !r.Ran && !g.json():
-			fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", h.Root(), r.Command)
-		case r.Error != "":
-			fmt.Fprintf(g.stderr, "warning: %s: %s\n", r.Command, r.Error)
+		case s.Warnings != nil:
+			g.warn(s.Warnings)
+		case s.Command != nil && s.Command.Error != "":
+			fmt.Fprintf(g.stderr, "warning: %s: %s\n", s.Command.Command, s.Command.Error)
+		case g.json():
+		case s.Change != nil:
+			fmt.Fprintf(g.stdout, "%-10s %s\n", s.Change.Action, s.Change.Path)
+		case s.Runs != "":
+			fmt.Fprintf(g.stdout, "The unit runs %s.\n", s.Runs)
+		case s.Command != nil && !s.Command.Ran:
+			fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", h.Root(), s.Command.Command)
 		}
 	}
-	return out
 }
 
 func printNotes(g *globals, notes []string) {
