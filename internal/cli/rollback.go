@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -132,32 +131,18 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 				return report(err)
 			}
 			defer lock.Unlock()
-			now, err := bind.ReadJournal(h)
-			if err != nil {
-				return report(fmt.Errorf("nothing was changed: %w", err))
+			res, err := bind.RollbackShown(ctx, lock, h, k, j, todo, sels, scope, c.options(g))
+			var stale *bind.StaleError
+			if errors.As(err, &stale) {
+				err = fmt.Errorf("%w; run gpusplit rollback again", err)
 			}
-			if !now.Time.Equal(j.Time) {
-				return report(fmt.Errorf("nothing was changed: %s was replaced since it was shown (an apply of %s); run gpusplit rollback again", bind.JournalPath, now.Time.Local().Format("2006-01-02 15:04:05")))
-			}
-			if !slices.Equal(bind.NotBack(k, j.Devices), todo) {
-				return report(errors.New("nothing was changed: the devices' drivers changed since they were shown (another run or a guest's hook moved some); run gpusplit rollback again"))
-			}
-			if inv, err = inventory.Build(h, sels); err != nil {
-				return report(err)
-			}
-			if held := bind.HeldDevices(inv, todo); len(held) > 0 {
-				return report(bind.ExplainHeld(&bind.HeldError{Held: held}))
-			}
-			part := *j
-			part.Devices = todo
-			res, err := bind.Rollback(ctx, lock, k, &part, scope, nil, c.options(g))
 			if res != nil {
 				for _, a := range res.Restored {
 					doc.Restored = append(doc.Restored, a.String())
 				}
 			}
 			if err != nil {
-				return report(bind.ExplainFailure(err, res))
+				return report(err)
 			}
 			if g.json() {
 				return report(nil)
