@@ -215,7 +215,10 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 // fitAdvice adds to an error of fit's the flag that gets past it.
 func fitAdvice(err error) error {
 	var unknown *fit.UnknownGPUError
+	var seq *fit.SequenceError
 	switch {
+	case errors.As(err, &seq):
+		return fmt.Errorf("%w; give a shorter --context", err)
 	case errors.Is(err, fit.ErrUnsized):
 		return fmt.Errorf("%w; give --kv-bytes-per-token (the model's KV cache per token, all layers, at TP 1) to size it anyway", err)
 	case errors.As(err, &unknown):

@@ -63,6 +63,20 @@ func (s *sum) add(xs ...int64) {
 	}
 }
 
+// SequenceError is one sequence whose KV cache passes int64: the context is too long for
+// the cache per token. It is ErrTooLarge, for errors.Is.
+type SequenceError struct {
+	Tokens   int
+	PerToken int64
+	Sliding  string // what the sliding-window layers add, said; "" without them
+}
+
+func (e *SequenceError) Error() string {
+	return fmt.Sprintf("%v: one sequence of %d tokens at %d bytes of KV cache per token on one GPU%s", ErrTooLarge, e.Tokens, e.PerToken, e.Sliding)
+}
+
+func (e *SequenceError) Is(target error) bool { return target == ErrTooLarge }
+
 // tooLarge is ErrTooLarge for what, said.
 func tooLarge(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrTooLarge, fmt.Sprintf(format, args...))

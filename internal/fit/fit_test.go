@@ -154,6 +154,13 @@ func TestKVPerToken(t *testing.T) {
 	if got, err := s.perSequence(1000, 4096); err != nil || got != int64(1000*65536+1000*196608) {
 		t.Errorf("1000 tokens: %d, %v; want %d", got, err, int64(1000*65536+1000*196608))
 	}
+	// A context whose cache passes int64 is a *SequenceError, which is ErrTooLarge: the
+	// CLI names the flag that shortens it, fit does not.
+	_, err = s.perSequence(math.MaxInt, 4096)
+	var seq *SequenceError
+	if !errors.As(err, &seq) || !errors.Is(err, ErrTooLarge) || seq.Tokens != math.MaxInt || seq.PerToken != 65536 || strings.Contains(err.Error(), "--") {
+		t.Errorf("a sequence past int64: %v", err)
+	}
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/float64(MiB)) }

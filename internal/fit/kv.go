@@ -75,7 +75,7 @@ func kvOf(m *hfmodel.Model, first, last, tp int, b int, override int64) (stageKV
 	if override > 0 {
 		n, ok := mul(override, int64(last-first))
 		if !ok {
-			return s, tooLarge("--kv-bytes-per-token %d over %d layers", override, last-first)
+			return s, tooLarge("a KV cache of %d bytes per token over %d layers", override, last-first)
 		}
 		s.PerToken = n / int64(m.Layers) / int64(tp)
 		return s, nil
@@ -132,7 +132,7 @@ func kvOf(m *hfmodel.Model, first, last, tp int, b int, override int64) (stageKV
 }
 
 // perSequence is what one sequence of ctx tokens takes of a rank's cache; a sequence
-// whose cache passes int64 is ErrTooLarge.
+// whose cache passes int64 is a *SequenceError.
 func (s stageKV) perSequence(ctx, window int) (int64, error) {
 	full, ok1 := mul(s.PerToken, int64(ctx))
 	sliding, ok2 := mul(s.SlidingPerToken, int64(min(ctx, window)))
@@ -143,7 +143,7 @@ func (s stageKV) perSequence(ctx, window int) (int64, error) {
 		if s.SlidingPerToken > 0 {
 			sliding = fmt.Sprintf(", and %d per token of the window of %d on the sliding-window layers", s.SlidingPerToken, window)
 		}
-		return 0, tooLarge("one sequence of %d tokens at %d bytes of KV cache per token on one GPU%s; give a shorter --context", ctx, s.PerToken, sliding)
+		return 0, &SequenceError{Tokens: ctx, PerToken: s.PerToken, Sliding: sliding}
 	}
 	return t.n, nil
 }
