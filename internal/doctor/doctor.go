@@ -59,8 +59,10 @@ type Env struct {
 	// when there is none.
 	Desired *plan.Desired
 	Plan    *plan.Plan
-	// Guest says whether the host is a VM, and Hypervisor what it says it is.
-	Guest      bool
+	// Guest says whether the host is a VM: /sys/class/dmi/id/sys_vendor or product_name
+	// names a hypervisor, or /proc/cpuinfo's flags hold "hypervisor".
+	Guest bool
+	// Hypervisor is what it says it is: the DMI sys_vendor or product_name it matched.
 	Hypervisor string
 	// Root says whether gpusplit runs as root on the live host: without it, config
 	// space past 64 bytes and other users' processes cannot be read.

@@ -8,10 +8,10 @@ type Report struct {
 	GPUs         []pci.Address `json:"gpus"`
 	NICs         []NICReport   `json:"nics"`
 	Matrix       [][]string    `json:"matrix"`
-	CPUAffinity  []string      `json:"cpu_affinity"`
-	NUMAAffinity []int         `json:"numa_affinity"`
+	CPUAffinity  []string      `json:"cpu_affinity"`  // each GPU's local_cpulist in sysfs
+	NUMAAffinity []int         `json:"numa_affinity"` // each GPU's numa_node in sysfs
 	// GPUNUMAID is each GPU's memory's own NUMA node, where the nvidia driver states it
-	// (numa_status), else -1.
+	// (/proc/driver/nvidia/gpus/<address>/numa_status), else -1.
 	GPUNUMAID []int `json:"gpu_numa_id"`
 	Flat      bool  `json:"flat"`
 }

@@ -65,8 +65,8 @@ func Relate(a, b *pci.Device, numaNodes int) Relation {
 
 // NIC is an RDMA-capable network device, which nvidia-smi lists beside the GPUs.
 type NIC struct {
-	Name   string // the RDMA device name: "mlx5_0"
-	Device *pci.Device
+	Name   string      // an entry of the device's infiniband/ directory in sysfs: "mlx5_0"
+	Device *pci.Device // the function under /sys/bus/pci/devices that has it
 }
 
 // NICs returns the PCI devices that have an RDMA port (an infiniband/ directory in
@@ -109,8 +109,9 @@ type Matrix struct {
 	GPUs  []*pci.Device // rows and columns, in PCI address order
 	NICs  []NIC         // after the GPUs
 	Cells [][]Relation  // [row][column], GPUs then NICs
-	// GPUNUMAIDs are, in the order of GPUs, the NUMA nodes of the GPUs' own memory
-	// (ReadGPUNUMAIDs), -1 where none is stated; nil until read, all unknown.
+	// GPUNUMAIDs are, in the order of GPUs, the NUMA nodes of the GPUs' own memory, from
+	// /proc/driver/nvidia/gpus/<address>/numa_status (ReadGPUNUMAIDs), -1 where none is
+	// stated; nil until read, all unknown.
 	GPUNUMAIDs []int
 	// Holders name, by GPU address, what holds each GPU open, as inventory's HELD BY
 	// does (holders.Holder.Short), for the pictures; nil when they were not looked up.
