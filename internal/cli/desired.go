@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpusplit/gpusplit/internal/drivers"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
@@ -83,8 +82,8 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 		}
 	}
 	desired.AllowSharedGroups = desired.AllowSharedGroups || d.allowShared
-	names := newHostNames(h)
-	plan.Defaults(&desired, file, names.proxmox)
+	names := pve.NewNames(h)
+	plan.Defaults(&desired, file, names.Proxmox)
 	if d.set != nil && d.set("proxmox") {
 		desired.SyncProxmox = d.proxmox
 	}
@@ -107,80 +106,11 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 		if err := file.Check(inv, names); err != nil {
 			return plan.Desired{}, nil, err
 		}
-		if err := desired.ResolveMappings(names.mappings); err != nil {
+		if err := desired.ResolveMappings(names.Mappings); err != nil {
 			return plan.Desired{}, nil, err
 		}
 	}
 	return desired, inv, nil
-}
-
-// hostNames answers plan.File.Check from the host: drivers from its sysfs and modules,
-// guests from Proxmox's files of this node.
-type hostNames struct {
-	h *host.Host
-	// proxmox is false where /etc/pve/nodes is missing: not a Proxmox host, or one whose
-	// cluster file system is not mounted yet (a boot-time apply before pve-cluster
-	// starts), where guests cannot be looked up and are not needed to move GPUs.
-	proxmox bool
-	node    string
-	nodeErr error
-	// mappings reads pci.cfg for the mapping: selectors, once and only if one is given.
-	mappings pci.MappingLookup
-}
-
-func newHostNames(h *host.Host) hostNames {
-	n := hostNames{h: h, proxmox: h.IsDir(pveNodes), mappings: pve.MappingLookup(h)}
-	if n.proxmox {
-		n.node, n.nodeErr = pve.NodeName(h)
-	}
-	return n
-}
-
-const pveNodes = "/etc/pve/nodes"
-
-func (n hostNames) Driver(name string) error { return drivers.Check(n.h, name) }
-
-func (n hostNames) Mapping(name string) ([]string, error) { return n.mappings(name) }
-
-// guestKind is what a guest id of split.toml names: where its config lives, and the
-// key that lists it.
-type guestKind struct{ dir, noun, key string }
-
-var (
-	containerKind = guestKind{pve.LXC, "container", "containers"}
-	vmKind        = guestKind{pve.QEMU, "VM", "vms"}
-)
-
-func (n hostNames) Container(id int) error { return n.guest(containerKind, vmKind, id) }
-
-func (n hostNames) VM(id int) error { return n.guest(vmKind, containerKind, id) }
-
-// guest finds the config of guest id of this node, and when it is missing says where
-// the id is instead: the other kind of guest, or a guest of another node.
-func (n hostNames) guest(kind, other guestKind, id int) error {
-	if !n.proxmox {
-		return nil
-	}
-	if n.nodeErr != nil {
-		return n.nodeErr
-	}
-	conf := func(node string, k guestKind) string {
-		return fmt.Sprintf("%s/%s/%s/%d.conf", pveNodes, node, k.dir, id)
-	}
-	p := conf(n.node, kind)
-	if n.h.Exists(p) {
-		return nil
-	}
-	if n.h.Exists(conf(n.node, other)) {
-		return fmt.Errorf("%d is a %s of node %s, not a %s: list it under %s", id, other.noun, n.node, kind.noun, other.key)
-	}
-	nodes, _ := n.h.ReadDir(pveNodes)
-	for _, node := range nodes {
-		if node != n.node && (n.h.Exists(conf(node, kind)) || n.h.Exists(conf(node, other))) {
-			return fmt.Errorf("guest %d is on node %s, not on this node %s: gpusplit changes only this node's guests; migrate it here first, or remove it from the file", id, node, n.node)
-		}
-	}
-	return fmt.Errorf("no %s %d on this node %s (no %s): correct the id, or create the %s first", kind.noun, id, n.node, p, kind.noun)
 }
 
 // planned is a desired state planned on a host.
