@@ -18,7 +18,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/split"
 )
@@ -216,7 +215,10 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 			if err != nil {
 				return err
 			}
-			writeApplied(g, pl, res)
+			res.WriteText(g.stdout, pl.h.Root())
+			if !pl.desired.Persist {
+				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
+			}
 			return nil
 		},
 	}
@@ -234,41 +236,6 @@ func showChange(g *globals, pl *planned, ch *split.Change, next string) error {
 		return g.writeJSON(doc)
 	}
 	return writeChange(g.stdout, pl, ch, g.width())
-}
-
-// writeApplied says what apply did, part by part.
-func writeApplied(g *globals, pl *planned, res *split.Result) {
-	if res.Drivers != nil && len(res.Drivers.Moved) > 0 {
-		fmt.Fprintf(g.stdout, "moved %s; the prior state is in %s (gpusplit rollback undoes it).\n", plural.S(len(res.Drivers.Moved), "device"), bind.JournalPath)
-	}
-	if res.Proxmox != nil {
-		written := 0
-		for _, f := range res.Proxmox.Files {
-			fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
-			if f.Outcome == pve.Written {
-				written++
-			}
-		}
-		if written > 0 {
-			fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), rootedPath(pl.h, pve.BackupDir))
-		}
-	}
-	for _, h := range res.Hooks {
-		fmt.Fprintf(g.stdout, "hookscript of VM %d: %s\n", h.Guest, h.Hookscript)
-	}
-	for _, c := range res.Boot {
-		fmt.Fprintf(g.stdout, "%-13s %s\n", c.Action, c.Path)
-	}
-	for _, r := range res.Commands {
-		if !r.Ran {
-			fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", pl.h.Root(), r.Command)
-		} else if r.Error != "" {
-			fmt.Fprintf(g.stderr, "warning: %s: %s\n", r.Command, r.Error)
-		}
-	}
-	if !pl.desired.Persist {
-		fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
-	}
 }
 
 // lockWait is how long a command run by hand waits for the driver lock, held by another

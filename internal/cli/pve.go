@@ -259,16 +259,3 @@ func rootedPath(h interface{ Root() string }, p string) string {
 	return p
 }
 
-// proxmoxPreflight checks, before apply moves a GPU, the Proxmox sync that the desired
-// state's sync_proxmox makes it run afterwards (pve.Preflight), and says how to see it.
-func proxmoxPreflight(g *globals, pl *planned) error {
-	err := pve.Preflight(pl.h, pl.inv, pl.plan, pl.desired)
-	var pe *pve.PreflightError
-	switch {
-	case !errors.As(err, &pe):
-		return err
-	case pe.Err != nil:
-		return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox asks for cannot be computed: %w", pe.Err)
-	}
-	return fmt.Errorf("nothing was changed: the Proxmox sync that sync_proxmox runs after the move would stop (gpusplit pve sync --dry-run shows it; a refused result is written only by gpusplit pve sync --apply --force):\n  %s", strings.Join(pe.Problems, "\n  "))
-}

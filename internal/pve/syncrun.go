@@ -164,36 +164,3 @@ func RunSync(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desire
 	return rep, err
 }
 
-// PreflightError is why the sync that a desired state's sync_proxmox runs after a move
-// would stop: it cannot be worked out (Err), or its checks found Problems.
-type PreflightError struct {
-	Err      error
-	Problems []string
-}
-
-func (e *PreflightError) Error() string {
-	if e.Err != nil {
-		return "the Proxmox sync that sync_proxmox asks for cannot be computed: " + e.Err.Error()
-	}
-	return "the Proxmox sync that sync_proxmox runs after the move would stop:\n  " + strings.Join(e.Problems, "\n  ")
-}
-
-func (e *PreflightError) Unwrap() error { return e.Err }
-
-// Preflight checks, before a GPU moves, the Proxmox sync that the desired state's
-// sync_proxmox runs afterwards: a sync that would be refused or could not be written
-// stops the move, with nothing changed (a *PreflightError). nil when d asks for no
-// sync, or the sync would go through.
-func Preflight(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desired) error {
-	if !d.SyncProxmox {
-		return nil
-	}
-	rep, err := RunSync(h, inv, p, d, SyncOptions{}, SyncMode{})
-	switch {
-	case err == nil:
-		return nil
-	case rep == nil:
-		return &PreflightError{Err: err}
-	}
-	return &PreflightError{Problems: rep.Problems}
-}

@@ -90,14 +90,6 @@ func TestRunSyncRefused(t *testing.T) {
 	if mappingText(t, h) != before {
 		t.Error("a refused sync wrote pci.cfg")
 	}
-	if err := Preflight(h, inv, p, d); err != nil {
-		t.Errorf("a desired state without sync_proxmox: %v", err)
-	}
-	d.SyncProxmox = true
-	var pe *PreflightError
-	if err := Preflight(h, inv, p, d); !errors.As(err, &pe) || pe.Err != nil || len(pe.Problems) != 1 || !strings.HasPrefix(pe.Problems[0], want) {
-		t.Errorf("preflight: %v", err)
-	}
 	rep, err = RunSync(h, inv, p, d, SyncOptions{}, SyncMode{Apply: true, Force: true, Command: "test"})
 	if err != nil || !rep.Applied || !rep.Forced || len(rep.Problems) != 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "forced past: VM 131: 4 hostpci entries") {
 		t.Fatalf("forced: %v %+v", err, rep)

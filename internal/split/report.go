@@ -3,7 +3,10 @@ package split
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/bind"
 
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plural"
@@ -96,6 +99,39 @@ func (c *Change) WriteDrift(w io.Writer) {
 			fmt.Fprintf(w, "Hookscripts: %s lack gpusplit's hookscript, so their pool's GPUs do not follow them\n", strings.Join(d.Items, ", "))
 		case "boot":
 			fmt.Fprintf(w, "Boot files: %s missing or different: %s\n", plural.S(len(d.Items), "file"), strings.Join(d.Items, ", "))
+		}
+	}
+}
+
+// WriteText says what apply did, part by part; root is the host's root, for the paths
+// of the backups.
+func (r *Result) WriteText(w io.Writer, root string) {
+	if r.Drivers != nil && len(r.Drivers.Moved) > 0 {
+		fmt.Fprintf(w, "moved %s; the prior state is in %s (gpusplit rollback undoes it).\n", plural.S(len(r.Drivers.Moved), "device"), bind.JournalPath)
+	}
+	if r.Proxmox != nil {
+		written := 0
+		for _, f := range r.Proxmox.Files {
+			fmt.Fprintf(w, "%-13s %s\n", f.Outcome, f.Path)
+			if f.Outcome == pve.Written {
+				written++
+			}
+		}
+		if written > 0 {
+			fmt.Fprintf(w, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), filepath.Join(root, pve.BackupDir))
+		}
+	}
+	for _, h := range r.Hooks {
+		fmt.Fprintf(w, "hookscript of VM %d: %s\n", h.Guest, h.Hookscript)
+	}
+	for _, c := range r.Boot {
+		fmt.Fprintf(w, "%-13s %s\n", c.Action, c.Path)
+	}
+	for _, c := range r.Commands {
+		if !c.Ran {
+			fmt.Fprintf(w, "not run under --root %s: %s\n", root, c.Command)
+		} else if c.Error != "" {
+			fmt.Fprintf(w, "warning: %s: %s\n", c.Command, c.Error)
 		}
 	}
 }
