@@ -266,3 +266,39 @@ func TestCheckBinarySnapshot(t *testing.T) {
 		t.Errorf("a snapshot: %v, want it said it cannot be checked", err)
 	}
 }
+
+// In a simulated host (the demo's scratch copy) the owner of the copy plays root: a
+// binary of theirs passes there, and the same tree without the record is refused.
+func TestCheckBinarySimulatedOwner(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the tree is given to another user")
+	}
+	tr := newTree(t)
+	tr.file(DefaultBinary, 0o755)
+	err := filepath.Walk(tr.root, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 65534, 65534)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() error {
+		h, err := host.Open(tr.root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = CheckBinary(h, DefaultBinary, false)
+		return err
+	}
+	if err := check(); err == nil || !strings.Contains(err.Error(), "owned by uid 65534, not root") {
+		t.Errorf("a copy of another user's: %v", err)
+	}
+	if err := os.WriteFile(tr.os(host.SimulationRecord), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(); err != nil {
+		t.Errorf("the simulated host's own binary: %v", err)
+	}
+}
