@@ -353,8 +353,15 @@ vmgenid: 3c9d2e71-8a4f-4b6e-b1d0-7f2a5c9e8d14
 		"etc/pve/ha/resources.cfg":                 haResources,
 		"etc/pve/ha/rules.cfg":                     haRules,
 		"etc/pve/replication.cfg":                  replication,
+		"etc/pve/storage.cfg":                      storage,
 	}
 }
+
+// storage is storage.cfg of a node installed on ZFS: the installer's local (a directory)
+// and local-zfs (guest disks, as the guests' configs name them), with snippets added to
+// local's content, where gpusplit pve hook install writes the hookscript.
+const storage = "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup,snippets\n\n" +
+	"zfspool: local-zfs\n\tpool rpool/data\n\tsparse\n\tcontent images,rootdir\n\n"
 
 // The rest of the cluster, for gpusplit pve cluster, which reads /etc/pve alone. One
 // problem of each kind is planted: VM 171 takes three devices of pro6000, which has two
