@@ -197,7 +197,7 @@ kernel's own mounts): under --root of a directory copy or a snapshot it refuses,
 				}
 			}
 			res, err := split.Apply(ctx, ch, split.Tx{
-				H: pl.h, Lock: lock, Kernel: k, Inv: pl.inv, Bind: c.options(g), Services: hookServices(), Command: "apply", Logf: logf,
+				H: pl.h, Lock: lock, Kernel: k, Inv: pl.inv, Bind: c.options(g), Services: hookServices(g, pl.h), Command: "apply", Logf: logf,
 				Replan: func() (*inventory.Inventory, *plan.Plan, error) {
 					after, err := d.plan(g)
 					if err != nil {
@@ -257,10 +257,20 @@ func (g *globals) lockedHost() (*host.Host, *bind.Lock, error) {
 }
 
 // openKernel is the kernel apply and rollback change: the running one behind h, or an
-// error saying why h is not one (a snapshot, a directory copy). Tests of this package
-// replace it with a fake kernel over a fixture tree; nothing on the command line can
-// turn the check off.
-var openKernel = func(h *host.Host) (bind.Kernel, error) { return bind.Live(h) }
+// error saying why h is not one (a snapshot, a directory copy); for a simulated host
+// (the demo's scratch copy) the simulated kernel, which edits the copy alone. Tests of
+// this package replace it with a fake kernel over a fixture tree; nothing on the
+// command line can turn the check off.
+var openKernel = func(h *host.Host) (bind.Kernel, error) {
+	if h.Simulated() {
+		k, err := bind.OpenSim(h)
+		if err != nil {
+			return nil, err
+		}
+		return k, nil
+	}
+	return bind.Live(h)
+}
 
 var errSnapshot = errors.New("it is a snapshot, which cannot be changed; run on the host itself")
 

@@ -51,7 +51,11 @@ var contractCases = map[string][]contractCase{
 		{name: "a selector that matches nothing", args: fixed("--demo", "--vfio", "0000:ee:00.0"), code: 1},
 	},
 	"gpusplit apply": {
-		{name: "dry run, held GPUs", args: fixed("--demo", "--vfio", "numa:1", "--dry-run"), code: 1, doc: true},
+		{name: "dry run, held GPUs", args: func(t *testing.T, f *fixtures) []string {
+			freshDemo(t)
+			f.must(t, "demo", "reset", "--held")
+			return []string{"--demo", "--vfio", "numa:1", "--dry-run"}
+		}, code: 1, doc: true},
 		{name: "moved", args: func(t *testing.T, f *fixtures) []string {
 			dir := t.TempDir()
 			h, err := twoGPUs().Open(dir)
@@ -94,11 +98,23 @@ var contractCases = map[string][]contractCase{
 			}
 			return []string{"--root", dir, "--yes"}
 		}},
-		{name: "no journal", args: fixed("--demo", "--dry-run"), code: 1},
+		{name: "no journal", args: func(t *testing.T, f *fixtures) []string {
+			freshDemo(t)
+			return []string{"--demo", "--dry-run"}
+		}, code: 1},
 	},
 	"gpusplit persist show": {{name: "sample host", args: fixed("--demo", "--vfio", "numa:1")}},
+	"gpusplit demo reset": {
+		{name: "made", args: func(t *testing.T, f *fixtures) []string { freshDemo(t); return nil }},
+		{name: "holders kept", args: func(t *testing.T, f *fixtures) []string { freshDemo(t); return []string{"--held"} }},
+	},
+	"gpusplit demo path": {
+		{name: "none yet", args: func(t *testing.T, f *fixtures) []string { freshDemo(t); return nil }},
+	},
 	"gpusplit persist install": {
-		{name: "dry run on a snapshot", args: fixed("--demo", "--vfio", "numa:1", "--dry-run"), code: 1, doc: true},
+		{name: "dry run on a snapshot", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", sampleArchive(t), "--vfio", "numa:1", "--dry-run"}
+		}, code: 1, doc: true},
 		{name: "installed", args: func(t *testing.T, f *fixtures) []string {
 			if os.Getuid() != 0 {
 				t.Skip("needs root: the unit's binary must be root's")
@@ -214,7 +230,10 @@ var contractCases = map[string][]contractCase{
 			root, id := f.backup(t)
 			return []string{"--root", root, id}
 		}},
-		{name: "no such backup", args: fixed("--demo", "nonesuch.20260101T000000.000000000Z", "--dry-run"), code: 1},
+		{name: "no such backup", args: func(t *testing.T, f *fixtures) []string {
+			freshDemo(t)
+			return []string{"--demo", "nonesuch.20260101T000000.000000000Z", "--dry-run"}
+		}, code: 1},
 	},
 	"gpusplit pve backups prune": {{name: "after a sync", args: func(t *testing.T, f *fixtures) []string {
 		root := f.sample(t)

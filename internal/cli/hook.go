@@ -14,9 +14,15 @@ import (
 	"github.com/gpusplit/gpusplit/internal/plan"
 )
 
-// hookServices are the host's daemons and device nodes as the hooks change them; tests
-// replace it.
-var hookServices = hook.System
+// hookServices are the host's daemons and device nodes as the hooks change them: the
+// system's, or for a simulated host (the demo's scratch copy) stand-ins that run nothing
+// and say on standard error what they would run. Tests replace it.
+var hookServices = func(g *globals, h *host.Host) hook.Services {
+	if h.Simulated() {
+		return hook.Simulated(h, func(line string) { fmt.Fprintln(g.stderr, line) })
+	}
+	return hook.System()
+}
 
 func newHook(g *globals) *cobra.Command {
 	var deadline time.Duration
@@ -99,7 +105,7 @@ gives it back (docs/health.md).`,
 				// The hook has no flags for these: apply's defaults.
 				Options:  bind.Options{UnbindTimeout: 15 * time.Second, Parallel: 4},
 				Deadline: deadline,
-				Services: hookServices(),
+				Services: hookServices(g, h),
 			}
 			if !g.json() {
 				conf.Say = func(line string) { fmt.Fprintln(g.stdout, line) }

@@ -76,16 +76,16 @@ func fakeServices(t testing.TB, root string) *[]string {
 			return os.WriteFile(filepath.Join(root, "dev/nvidia"+strconv.Itoa(minor)), nil, 0o666)
 		},
 	}
-	hookServices = func() hook.Services { return svc }
+	hookServices = func(*globals, *host.Host) hook.Services { return svc }
 	return &calls
 }
 
 // setDeviceNode replaces the stand-in for nvidia-modprobe -c N.
 func setDeviceNode(t *testing.T, f func(minor int) error) {
 	t.Helper()
-	svc := hookServices()
+	svc := hookServices(nil, nil)
 	svc.DeviceNode = func(_ context.Context, minor int) error { return f(minor) }
-	hookServices = func() hook.Services { return svc }
+	hookServices = func(*globals, *host.Host) hook.Services { return svc }
 }
 
 // The sample host's VM 131 takes the first four GPUs of mapping pro6000 (NUMA node 0)
@@ -342,8 +342,9 @@ func TestHookRefusesBadInput(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// On a copy of a host (--demo, --root) the hook changes nothing, least of all this
-// machine's services: the sample host's nvidia-persistenced is not this machine's.
+// On a copy of a host (--root of a directory or a snapshot) the hook changes nothing,
+// least of all this machine's services: the sample host's nvidia-persistenced is not
+// this machine's. (--demo works on a simulated host: demo_test.go.)
 func TestHookOnACopyTouchesNothing(t *testing.T) {
 	root, _ := hookRoot(t, "48213") // the GPUs free but for nvidia-persistenced
 	calls := fakeServices(t, root)
@@ -351,8 +352,8 @@ func TestHookOnACopyTouchesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "VM 131 start refused: nothing was changed") {
 		t.Errorf("on a directory: err = %v", err)
 	}
-	if _, _, err := run(t, "--demo", "hook", "131", "pre-start"); err == nil || !strings.Contains(err.Error(), "a snapshot cannot be changed") {
-		t.Errorf("on the demo: err = %v", err)
+	if _, _, err := run(t, "--root", sampleArchive(t), "hook", "131", "pre-start"); err == nil || !strings.Contains(err.Error(), "a snapshot cannot be changed") {
+		t.Errorf("on a snapshot: err = %v", err)
 	}
 	if len(*calls) > 0 {
 		t.Errorf("services touched: %v", *calls)

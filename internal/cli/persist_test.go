@@ -225,8 +225,8 @@ func testShowBinary(t *testing.T, root string, reset func()) {
 	if !strings.HasPrefix(demo, "The unit runs "+persist.DefaultBinary+" (not checked") {
 		t.Errorf("--demo show says:\n%s", demo)
 	}
-	if _, _, err := run(t, "--demo", "persist", "install", "--vfio", "numa:1", "--dry-run"); err == nil || !strings.Contains(err.Error(), "snapshot cannot be changed") {
-		t.Errorf("--demo install --dry-run: %v, want the reason install would stop", err)
+	if _, _, err := run(t, "--root", sampleArchive(t), "persist", "install", "--vfio", "numa:1", "--dry-run"); err == nil || !strings.Contains(err.Error(), "snapshot cannot be changed") {
+		t.Errorf("install --dry-run on a snapshot: %v, want the reason install would stop", err)
 	}
 }
 

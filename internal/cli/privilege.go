@@ -21,21 +21,31 @@ import (
 // refused, as early, when a directory the command creates or replaces files in (dirs,
 // paths on the host) cannot be written by them, naming it and its owner: a copy that
 // root extracted stops here, not at the first lock.
+//
+// Under --demo the command runs on the demo's scratch copy, made here when there is none,
+// and is checked as on any copy: the user's own, it needs no root.
 func needRoot(g *globals, command, why string, dirs ...string) error {
-	if g.demo || os.Geteuid() == 0 {
+	root, where := g.root, "under --root "+g.root
+	if g.demo {
+		if err := g.useScratch(); err != nil {
+			return err
+		}
+		root, where = g.scratch, "in the demo's scratch copy "+g.scratch
+	}
+	if os.Geteuid() == 0 {
 		return nil
 	}
-	if isLiveRoot(g.root) {
+	if !g.demo && isLiveRoot(root) {
 		return fmt.Errorf("%s needs root (%s): run it with sudo; nothing was changed", command, why)
 	}
-	h, err := host.Open(g.root)
+	h, err := host.Open(root)
 	if err != nil {
 		return nil // the command opens it again and says why it cannot
 	}
 	for _, d := range dirs {
 		if reason := cannotWrite(h, d); reason != "" {
-			return fmt.Errorf("%s cannot write %s under --root %s: %s; run it as root, or on a copy of the host that you own; nothing was changed",
-				command, d, g.root, reason)
+			return fmt.Errorf("%s cannot write %s %s: %s; run it as root, or on a copy of the host that you own; nothing was changed",
+				command, d, where, reason)
 		}
 	}
 	return nil

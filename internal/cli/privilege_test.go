@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,12 +17,27 @@ import (
 // GPUSPLIT_TEST_ARGS set, the binary is gpusplit (runAsNobody). Tables are laid out at
 // 100 columns (COLUMNS=100, as no test writes to a terminal), whatever the shell running
 // the tests has set.
+//
+// The demo's cache is an empty directory of the tests', so that --demo reads the
+// embedded sample host and not a scratch copy of the user's; a test that writes under
+// --demo gives itself a cache of its own (freshDemo), and one that does not is caught.
 func TestMain(m *testing.M) {
 	if a, ok := os.LookupEnv("GPUSPLIT_TEST_ARGS"); ok {
 		os.Exit(Main(strings.Split(a, "\x1f")))
 	}
+	cache, err := os.MkdirTemp("", "gpusplit-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	os.Setenv("COLUMNS", "100")
-	os.Exit(m.Run())
+	code := m.Run()
+	if _, err := os.Lstat(filepath.Join(cache, "gpusplit")); err == nil {
+		fmt.Fprintln(os.Stderr, "a test wrote under --demo to the package's demo cache: give it its own (freshDemo)")
+		code = 1
+	}
+	os.RemoveAll(cache)
+	os.Exit(code)
 }
 
 // runAsNobody runs gpusplit with args as user nobody (uid and gid 65534), from a copy of

@@ -253,6 +253,15 @@ func printSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) {
 
 // rootedPath is where p lies as the user sees it: under --root when one is given.
 func rootedPath(h interface{ Root() string }, p string) string {
+	// The demo's scratch copy is named as the sample host: its files are in the copy.
+	if s, ok := h.(interface {
+		Simulated() bool
+		OSPath(string) (string, error)
+	}); ok && s.Simulated() {
+		if q, err := s.OSPath(p); err == nil {
+			return q
+		}
+	}
 	if r := h.Root(); r != "/" && r != "" {
 		return filepath.Join(r, p)
 	}

@@ -62,12 +62,13 @@ func TestPVEVMLayout(t *testing.T) {
 		t.Errorf("second run:\n%s", out)
 	}
 
+	freshDemo(t) // the dry run below makes the demo's scratch copy
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--demo", "pve", "vm-layout"}, "--vm names the VM"},
-		{[]string{"--demo", "pve", "vm-layout", "--vm", "131", "--apply"}, "snapshot"},
+		{[]string{"--root", sampleArchive(t), "pve", "vm-layout", "--vm", "131", "--apply"}, "snapshot"},
 		{[]string{"--demo", "pve", "vm-layout", "--vm", "131", "--apply", "--dry-run"}, "contradict"},
 		{[]string{"--demo", "pve", "vm-layout", "--vm", "120"}, "on node kpro5"},
 	} {

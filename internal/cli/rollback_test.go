@@ -499,8 +499,8 @@ func TestChangesNeedALiveKernel(t *testing.T) {
 		t.Errorf("rollback on a copy wrote driver_override: %q", after)
 	}
 
-	_, _, err = run(t, "--demo", "apply", "--vfio", "numa:1", "--yes")
+	_, _, err = run(t, "--root", sampleArchive(t), "apply", "--vfio", "numa:1", "--yes")
 	if err == nil || !strings.Contains(err.Error(), "is not a running kernel (it is a snapshot)") {
-		t.Errorf("apply on the sample host: %v", err)
+		t.Errorf("apply on the sample host's snapshot: %v", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
-	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/table"
 )
 
@@ -50,15 +49,23 @@ type globals struct {
 	stdin   io.Reader
 	// terminal says whether stdin is a terminal, where a question can be asked.
 	terminal bool
+	// rootSet: --root was given, "/" included, which --demo refuses.
+	rootSet bool
+	// scratch is the demo's scratch copy in use, "" while --demo reads the embedded
+	// sample host (demo.go).
+	scratch string
+	// running: a command runs (not a completion), so notices may be printed; noticed:
+	// the demo's notice was.
+	running, noticed bool
 }
 
 // host opens the machine the command works on: the sample host, a snapshot or a directory.
 func (g *globals) host() (*host.Host, error) {
 	if g.demo {
-		if g.root != "/" {
-			return nil, errors.New("--demo and --root both name a host; use one of them")
+		if g.rootSet || g.root != "/" {
+			return nil, errDemoRoot
 		}
-		return samplehost.Open()
+		return g.demoHost()
 	}
 	return host.Open(g.root)
 }
@@ -202,7 +209,9 @@ PCIe path), from sysfs alone, whatever driver the GPUs are bound to.
 
 Every command reads the machine through --root: the live host (/), a directory holding a
 copy of one, or a snapshot archive (.tar.gz). --demo uses the sample host built into the
-binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA nodes.`,
+binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA nodes.
+A command that changes something runs under --demo on a private scratch copy of it,
+through a simulated kernel, and changes nothing on this machine (gpusplit demo --help).`,
 		Example: `  gpusplit --demo topo
   gpusplit --demo inventory -o json
   gpusplit --root snapshot.tar.gz inventory
@@ -214,6 +223,16 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 			if g.output != "table" && g.output != "wide" && g.output != "json" {
 				return fmt.Errorf("-o %q: the output format is table, wide or json", g.output)
 			}
+			g.running = true
+			g.rootSet = cmd.Flags().Changed("root")
+			if g.demo && g.rootSet {
+				return errDemoRoot
+			}
+			// A dry run under --demo shows what the command would do on the scratch
+			// copy, where it would run.
+			if f := cmd.Flags().Lookup("dry-run"); g.demo && f != nil && f.Changed && f.Value.String() == "true" {
+				return g.useScratch()
+			}
 			return nil
 		},
 	}
@@ -221,7 +240,7 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 	root.SetErr(stderr)
 	f := root.PersistentFlags()
 	f.StringVar(&g.root, "root", "/", "the machine to read: / (this host), a directory, or a snapshot .tar.gz")
-	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes)")
+	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes); changes go to a private scratch copy (gpusplit demo --help)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table (fits the terminal, or $COLUMNS, else 100 columns), wide (every column) or json")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
 	root.AddCommand(
@@ -239,6 +258,7 @@ binary: kpro6, a Proxmox VE node with 8 RTX PRO 6000 Blackwell GPUs on two NUMA 
 		newP2P(g),
 		newSnapshot(g),
 		newFit(g),
+		newDemo(g),
 		// Help topics, reached through gpusplit help.
 		selectorsTopic,
 		newExitStatusTopic(),

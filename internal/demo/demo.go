@@ -46,7 +46,8 @@ func Open(dir string) (*host.Host, error) {
 	if err := private(dir, fi); err != nil {
 		return nil, err
 	}
-	h, err := host.Open(dir)
+	// Named as the sample host, so that its output reads as the embedded one's.
+	h, err := host.OpenDirAs(dir, samplehost.Name)
 	if err != nil {
 		return nil, err
 	}
