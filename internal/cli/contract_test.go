@@ -165,8 +165,13 @@ var contractCases = map[string][]contractCase{
 	},
 	"gpusplit hook": {
 		{name: "a phase with nothing to do", args: fixed("--demo", "131", "post-start")},
-		{name: "a container whose GPUs are on nvidia", args: fixed("--demo", "129", "pre-start")},
-		{name: "refused on a copy of a host", args: fixed("--demo", "131", "pre-start"), code: 1},
+		{name: "a container whose GPUs are on nvidia", args: func(t *testing.T, f *fixtures) []string {
+			freshDemo(t)
+			return []string{"--demo", "129", "pre-start"}
+		}},
+		{name: "refused on a copy of a host", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", sampleArchive(t), "131", "pre-start"}
+		}, code: 1},
 	},
 	"gpusplit pve hook install": {
 		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {
@@ -175,7 +180,13 @@ var contractCases = map[string][]contractCase{
 		{name: "written", args: func(t *testing.T, f *fixtures) []string {
 			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131", "--apply"}
 		}},
-		{name: "no storage holds snippets", args: fixed("--demo", "--vm", "131"), code: 1},
+		{name: "no storage holds snippets", args: func(t *testing.T, f *fixtures) []string {
+			root := f.sample(t)
+			if err := os.Remove(filepath.Join(root, "etc/pve/storage.cfg")); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--root", root, "--vm", "131"}
+		}, code: 1},
 	},
 	"gpusplit pve hook remove": {
 		{name: "nothing installed", args: func(t *testing.T, f *fixtures) []string {

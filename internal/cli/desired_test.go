@@ -56,6 +56,7 @@ func TestDesiredDriverNames(t *testing.T) {
 		{"nvidai", []string{`:11:10: group "vms": no driver "nvidai" on this host (not in /sys/bus/pci/drivers`, "did you mean nvidia?"}},
 		{"Vfio-Pci", []string{"did you mean vfio-pci?", "case-sensitive"}},
 	}
+	freshDemo(t) // the dry runs make the demo's scratch copy
 	for _, c := range cases {
 		config := splitFile(t, c.driver, "vms = [131]\n")
 		for _, args := range desiredCommands {
@@ -93,6 +94,7 @@ func TestDesiredGuests(t *testing.T) {
 		{`mapping = "pro6000 vm"` + "\nvms = [131]\n", []string{":12:11:", `mapping = "pro6000 vm" is not a Proxmox mapping id`}},
 		{"vms = [132, 133]\n", []string{":12:8:", ":12:13:", "no VM 133"}},
 	}
+	freshDemo(t) // the dry runs make the demo's scratch copy
 	for _, c := range cases {
 		config := splitFile(t, "vfio-pci", c.extra)
 		for _, args := range desiredCommands {

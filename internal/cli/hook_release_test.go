@@ -148,7 +148,7 @@ func TestHookReleaseRefusals(t *testing.T) {
 		t.Errorf("a bad address: %v", err)
 	}
 	var out bytes.Buffer
-	err := runHookRelease(&globals{root: "/", demo: true, output: "table", stdout: &out, stderr: &out}, "0000:81:00.0", false)
+	err := runHookRelease(&globals{root: sampleArchive(t), output: "table", stdout: &out, stderr: &out}, "0000:81:00.0", false)
 	if err == nil || !strings.Contains(err.Error(), "a snapshot cannot be changed") {
 		t.Errorf("on the sample host, a snapshot: %v", err)
 	}

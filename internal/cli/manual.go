@@ -285,6 +285,12 @@ func commandFiles() map[string][]File {
 			{pve.MappingPath + ", /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Written: the one file the backup is of, checked and replaced as gpusplit pve sync --apply replaces it."},
 			filePVELocks,
 		},
+		"gpusplit demo reset": {
+			{"$XDG_CACHE_HOME/gpusplit/demo (~/.cache/gpusplit/demo)", "Written: the demo's scratch copy of the sample host, thrown away and made afresh; nothing else is read or written."},
+		},
+		"gpusplit demo path": {
+			{"$XDG_CACHE_HOME/gpusplit/demo (~/.cache/gpusplit/demo)", "Reads whether the demo's scratch copy exists, and that it is the user's own private directory."},
+		},
 		"gpusplit pve backups prune": {
 			{pve.BackupDir + "/*", "Removes the oldest backups of each file beyond the last --keep."},
 		},
