@@ -106,7 +106,8 @@ without a terminal.
 
 It runs only on a live kernel (no --root, or a root whose /sys and /proc are the
 kernel's own mounts): under --root of a directory copy or a snapshot it refuses, and
---dry-run shows there what it would do.`,
+--dry-run shows there what it would do. Under --demo it runs on the demo's scratch copy,
+through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 		Example: `  sudo gpusplit apply --vfio numa:1
   sudo gpusplit apply --config /etc/gpusplit/split.toml --yes
   gpusplit --demo apply --vfio numa:1 --dry-run`,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
@@ -248,5 +249,28 @@ func TestDemoRefusesAForeignCopy(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(other); len(names) > 0 {
 		t.Errorf("the link's target was written: %v", names)
+	}
+}
+
+// A user other than root walks the demo on a scratch copy of their own: needRoot checks
+// the copy as any directory copy, and the copy is theirs.
+func TestDemoNeedsNoRoot(t *testing.T) {
+	cache := openTempDir(t)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(cache, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"XDG_CACHE_HOME=" + cache}
+	if out, code := runAsNobodyWith(t, env, "--demo", "apply", "--vfio", "numa:1", "--yes"); code != 0 || !strings.Contains(out, "moved 8 devices") {
+		t.Fatalf("apply as nobody: exit status %d\n%s", code, out)
+	}
+	if out, code := runAsNobodyWith(t, env, "--demo", "pve", "hook", "install", "--vm", "131", "--apply"); code != 0 {
+		t.Errorf("pve hook install as nobody: exit status %d\n%s", code, out)
+	}
+	dir := filepath.Join(cache, "gpusplit", "demo")
+	fi, err := os.Stat(filepath.Join(dir, "var/lib/gpusplit/journal.json"))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 65534 {
+		t.Errorf("the journal in the copy: %v", err)
 	}
 }

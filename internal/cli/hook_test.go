@@ -323,6 +323,7 @@ func TestHookDeadlineStopsAStuckCommand(t *testing.T) {
 }
 
 func TestHookRefusesBadInput(t *testing.T) {
+	freshDemo(t) // a start of a guest that is not there makes the demo's scratch copy first
 	for _, c := range []struct {
 		args []string
 		want string

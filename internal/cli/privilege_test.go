@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 // this test binary that nobody may run, and returns its output and exit status.
 func runAsNobody(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	return runAsNobodyWith(t, nil, args...)
+}
+
+// runAsNobodyWith is runAsNobody with more of the environment (NAME=value).
+func runAsNobodyWith(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the test runs gpusplit as user nobody")
 	}
@@ -64,7 +70,7 @@ func runAsNobody(t *testing.T, args ...string) (string, int) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = []string{"GPUSPLIT_TEST_ARGS=" + strings.Join(args, "\x1f"), "HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+	cmd.Env = append([]string{"GPUSPLIT_TEST_ARGS=" + strings.Join(args, "\x1f"), "HOME=/nonexistent", "PATH=/usr/bin:/bin"}, env...)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
