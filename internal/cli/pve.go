@@ -267,4 +267,3 @@ func rootedPath(h interface{ Root() string }, p string) string {
 	}
 	return p
 }
-

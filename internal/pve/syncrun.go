@@ -163,4 +163,3 @@ func RunSync(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desire
 	rep.Applied = err == nil
 	return rep, err
 }
-
