@@ -166,7 +166,7 @@ func TestDemoSplitOnTheScratchCopy(t *testing.T) {
 	}
 }
 
-// The pool of the README (docs/split-pool.toml) on the scratch copy: sync, hookscript,
+// The pool of the README (docs/split-pool.toml) on the scratch copy: one apply, then
 // a VM start takes the pool to vfio-pci, its stop gives it back with the device nodes
 // made in the copy, through the simulated kernel and services.
 func TestDemoPoolHooks(t *testing.T) {
@@ -178,9 +178,10 @@ func TestDemoPoolHooks(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "etc/gpusplit/split.toml"), []byte(poolSplit(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, "--demo", "pve", "sync", "--apply")
-	if out := mustRun(t, "--demo", "pve", "hook", "install", "--vm", "131", "--apply"); !strings.Contains(out, "VM 131's GPUs follow it") {
-		t.Errorf("hook install:\n%s", out)
+	// One apply makes the whole split: Proxmox's files, the pool VM's hookscript, the
+	// boot files.
+	if out := mustRun(t, "--demo", "apply", "--yes"); !strings.Contains(out, "hookscript of VM 131: local:snippets/gpusplit-hook") || !strings.Contains(out, "/etc/systemd/system/gpusplit.service") {
+		t.Errorf("apply:\n%s", out)
 	}
 	if conf, _ := os.ReadFile(filepath.Join(dir, "etc/pve/nodes/kpro6/qemu-server/131.conf")); !strings.Contains(string(conf), "hookscript: local:snippets/gpusplit-hook") {
 		t.Errorf("VM 131 after hook install:\n%s", conf)

@@ -81,6 +81,9 @@ Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 				} else {
 					doc.WriteText(g.stdout, p)
 				}
+				if doc.InSync {
+					ch.WriteInSync(g.stdout)
+				}
 				ch.WriteDrift(g.stdout)
 				if next != "" {
 					fmt.Fprintf(g.stdout, "\nnext: %s\n", next)

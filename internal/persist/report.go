@@ -125,16 +125,12 @@ type FileReport struct {
 
 // FileStates are the files with whether each is installed as it is on h.
 func FileStates(h *host.Host, files []File) []FileReport {
-	installed := map[string]string{}
-	for _, i := range Installed(h) {
-		installed[i.Path] = i.Content
-	}
 	out := []FileReport{}
 	for _, file := range files {
 		state := "absent"
-		if c, ok := installed[file.Path]; ok {
+		if b, err := h.ReadFile(file.Path); err == nil {
 			state = "different"
-			if c == file.Content {
+			if string(b) == file.Content {
 				state = "installed"
 			}
 		}

@@ -88,6 +88,20 @@ func (c *Change) WriteText(w io.Writer) {
 	}
 }
 
+// WriteInSync says which parts beside the drivers status checked and found in sync.
+func (c *Change) WriteInSync(w io.Writer) {
+	var parts []string
+	if c.Proxmox != nil {
+		parts = append(parts, "Proxmox's mappings, containers and VMs")
+	}
+	if c.Boot != nil {
+		parts = append(parts, "the boot files")
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "%s: as the split asks.\n", strings.Join(parts, " and "))
+	}
+}
+
 // WriteDrift prints status's lines for the parts beside the drivers that are not in
 // sync: the drivers' drift is health.StatusReport's.
 func (c *Change) WriteDrift(w io.Writer) {
