@@ -765,9 +765,14 @@ func TestRollbackRefusesUntrustedJournal(t *testing.T) {
 					if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "nothing was changed") {
 						t.Fatalf("force %v: got %v, want a refusal", force, err)
 					}
+					// The message is two lines; each field and why are its details (-v).
+					if strings.Count(err.Error(), "\n") > 1 {
+						t.Errorf("force %v: the refusal runs past two lines:\n%v", force, err)
+					}
+					full := err.Error() + "\n" + strings.Join(ue.Details(), "\n")
 					for _, w := range c.want {
-						if !strings.Contains(err.Error(), w) {
-							t.Errorf("force %v: the refusal does not say %q:\n%v", force, w, err)
+						if !strings.Contains(full, w) {
+							t.Errorf("force %v: the refusal does not say %q:\n%v", force, w, full)
 						}
 					}
 					if len(f.writes) != 0 || len(res.Restored) != 0 {
@@ -836,7 +841,7 @@ func TestReadOldJournal(t *testing.T) {
 	f := newFake()
 	f.add("0000:81:00.0", "vfio-pci", 72)
 	_, err = CheckJournal(h, f, j, Scope{Movable: map[pci.Address]bool{mustAddr("0000:81:00.0"): true}})
-	if err == nil || !strings.Contains(err.Error(), "predates the identity fields") {
+	if ue, ok := err.(*UntrustedError); !ok || !strings.Contains(strings.Join(ue.Details(), "\n"), "predates the identity fields") {
 		t.Errorf("old journal: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package bind
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/drivers"
@@ -39,11 +40,15 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	subject := p.Field
+	return fmt.Sprintf("%s: the journal has %s, the host %s: %s", p.subject(), p.Journal, p.Host, p.Why)
+}
+
+// subject is the field the problem is about, with its device.
+func (p Problem) subject() string {
 	if p.Device != "" {
-		subject = p.Device + " " + p.Field
+		return p.Device + " " + p.Field
 	}
-	return fmt.Sprintf("%s: the journal has %s, the host %s: %s", subject, p.Journal, p.Host, p.Why)
+	return p.Field
 }
 
 // UntrustedError refuses a rollback whose journal does not describe this host as it is
@@ -54,25 +59,42 @@ type UntrustedError struct {
 	Force    bool // whether --force was given
 }
 
+// Error is the refusal in two lines: what does not fit, and the way out. Details has
+// each field with the journal's value, the host's, and why it matters; a refusal with
+// them all ran to 900 characters, past what a person reads in a terminal.
 func (e *UntrustedError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "nothing was changed: the journal %s does not fit this host:", e.Path)
-	forcible, final := false, false
+	var subjects []string
+	final := false
 	for _, p := range e.Problems {
-		b.WriteString("\n  " + p.String())
-		if p.Final {
-			final = true
-		} else {
-			forcible = true
+		if s := p.subject(); !slices.Contains(subjects, s) {
+			subjects = append(subjects, s)
 		}
+		final = final || p.Final
 	}
-	if forcible && !final && !e.Force {
-		b.WriteString("\nif you are sure the journal is of this host as it is now, run again with --force")
+	if len(subjects) > 3 {
+		subjects = append(subjects[:3], fmt.Sprintf("%d more", len(subjects)-3))
+	}
+	way := "no flag sets this aside"
+	if !final && !e.Force {
+		way = "if the journal is of this host as it is now, run again with --force"
+	}
+	return fmt.Sprintf("nothing was changed: the journal %s does not fit this host (%s)\n%s; else gpusplit status and gpusplit apply reach the split (-v: each field and why)",
+		e.Path, strings.Join(subjects, ", "), way)
+}
+
+// Details are the problems, each with the journal's value, the host's and why, and what
+// --force can and cannot set aside.
+func (e *UntrustedError) Details() []string {
+	var out []string
+	final := false
+	for _, p := range e.Problems {
+		out = append(out, p.String())
+		final = final || p.Final
 	}
 	if final {
-		b.WriteString("\n--force sets aside only the host, the boot and a device that is gone; never a bad driver name, a device whose ids changed, or a device that is not a GPU, a GPU's function or a member of a GPU's IOMMU group")
+		out = append(out, "--force sets aside only the host, the boot and a device that is gone; never a bad driver name, a device whose ids changed, or a device that is not a GPU, a GPU's function or a member of a GPU's IOMMU group")
 	}
-	return b.String()
+	return out
 }
 
 // CheckJournal compares the journal with the host and refuses it with every problem

@@ -74,7 +74,7 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 			for _, p := range forced {
 				fmt.Fprintf(g.stderr, "warning: --force: %s\n", p)
 			}
-			if cerr != nil && !c.dryRun {
+			if cerr != nil && !c.dryRun && !g.json() {
 				return cerr
 			}
 			todo := bind.NotBack(k, j.Devices)
@@ -86,7 +86,9 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 				if !g.json() {
 					return err
 				}
-				if err != nil {
+				if d := details(err); len(d) > 0 {
+					doc.Problems = append(doc.Problems, d...)
+				} else if err != nil {
 					doc.Problems = append(doc.Problems, err.Error())
 				}
 				if jerr := g.writeJSON(doc); jerr != nil {

@@ -387,8 +387,12 @@ func TestRollbackRefusesTamperedJournal(t *testing.T) {
 				if err == nil || !strings.HasPrefix(err.Error(), "nothing was changed") {
 					t.Fatalf("%v: got %v, want a refusal", args, err)
 				}
+				if n := strings.Count(err.Error(), "\n"); n > 1 {
+					t.Errorf("%v: the refusal is %d lines, not 2 with the details under -v:\n%v", args, n+1, err)
+				}
+				full := err.Error() + "\n" + strings.Join(details(err), "\n")
 				for _, w := range c.want {
-					if !strings.Contains(err.Error(), w) {
+					if !strings.Contains(full, w) {
 						t.Errorf("%v: the refusal does not say %q:\n%v", args, w, err)
 					}
 				}
@@ -427,7 +431,7 @@ func TestRollbackRespectsDevices(t *testing.T) {
 	mustRun(t, "--root", dir, "--devices", "class:0x0108", "apply", "--vfio", "0000:00:04.0", "--yes")
 	k.writes = nil
 	_, _, err = run(t, "--root", dir, "rollback", "--yes")
-	if err == nil || !strings.Contains(err.Error(), "0000:00:04.0 role:") || !strings.Contains(err.Error(), "the same --devices") || len(k.writes) != 0 {
+	if full := strings.Join(details(err), "\n"); err == nil || !strings.Contains(full, "0000:00:04.0 role:") || !strings.Contains(full, "the same --devices") || len(k.writes) != 0 {
 		t.Fatalf("rollback without --devices: %v, wrote %v", err, k.writes)
 	}
 	mustRun(t, "--root", dir, "--devices", "class:0x0108", "rollback", "--yes")

@@ -44,6 +44,8 @@ type globals struct {
 	demo    bool
 	output  string
 	devices string
+	// verbose prints the details of an error under its message (-v).
+	verbose bool
 	stdout  io.Writer
 	stderr  io.Writer
 	stdin   io.Reader
@@ -242,6 +244,7 @@ through a simulated kernel, and changes nothing on this machine (gpusplit demo -
 	f.StringVar(&g.root, "root", "/", "the machine to read: / (this host), a directory, or a snapshot .tar.gz")
 	f.BoolVar(&g.demo, "demo", false, "use the built-in sample host (kpro6: 8 × RTX PRO 6000, 2 NUMA nodes); changes go to a private scratch copy (gpusplit demo --help)")
 	f.StringVarP(&g.output, "output", "o", "table", "output format: table (fits the terminal, or $COLUMNS, else 100 columns), wide (every column) or json")
+	f.BoolVarP(&g.verbose, "verbose", "v", false, "print the details of an error under its message (each field, device or line, and why)")
 	f.StringVar(&g.devices, "devices", "", "which devices count as GPUs: comma-separated selectors, see 'gpusplit help selectors' (default: NVIDIA and AMD display controllers)")
 	root.AddCommand(
 		newInventory(g),
@@ -278,14 +281,32 @@ func execute(cmd *cobra.Command, args []string, stderr io.Writer) int {
 	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil {
 		var ee *ExitError
+		code := 1
 		if errors.As(err, &ee) {
-			if ee.Err != nil {
-				fmt.Fprintf(stderr, "gpusplit: %v\n", ee.Err)
-			}
-			return ee.Code
+			code, err = ee.Code, ee.Err
 		}
-		fmt.Fprintf(stderr, "gpusplit: %v\n", err)
-		return 1
+		if err != nil {
+			fmt.Fprintf(stderr, "gpusplit: %v\n", err)
+			if v, _ := cmd.PersistentFlags().GetBool("verbose"); v {
+				for _, d := range details(err) {
+					fmt.Fprintf(stderr, "  %s\n", d)
+				}
+			}
+		}
+		return code
 	}
 	return 0
+}
+
+// detailer is an error whose message is the short refusal and the way out, and whose
+// details (each field, device or line, and why) -v prints and the JSON documents carry.
+type detailer interface{ Details() []string }
+
+// details are the details of err, or none.
+func details(err error) []string {
+	var d detailer
+	if errors.As(err, &d) {
+		return d.Details()
+	}
+	return nil
 }

@@ -103,7 +103,7 @@ func TestPages(t *testing.T) {
 		{"gpusplit-apply", []string{esc(bind.JournalPath), esc(bind.LockPath), `\fB\-\-dry\-run\fR`}, nil},
 		{"gpusplit-persist-install", []string{esc(persist.DefaultBinary), esc(persist.Unit)}, nil},
 		{"gpusplit-pve", []string{".SH COMMANDS", "\\fBgpusplit\\-pve\\-sync\\fR(1)", ".SH SYNOPSIS\n\\fBgpusplit pve\\fR "}, nil},
-		{"gpusplit", []string{".SH \"SELECTORS\"", ".SH \"HELP TOPICS\"", "\\fBgpusplit help exit\\-status\\fR", "\\fBgpusplit\\-topo\\fR(1)", ".B 4\n", "\\fBgpusplit\\-cuda\\fR(1)", `\fB\-v\fR, \fB\-\-version\fR`, ".TQ\n"}, []string{"EXIT\\-STATUS"}},
+		{"gpusplit", []string{".SH \"SELECTORS\"", ".SH \"HELP TOPICS\"", "\\fBgpusplit help exit\\-status\\fR", "\\fBgpusplit\\-topo\\fR(1)", ".B 4\n", "\\fBgpusplit\\-cuda\\fR(1)", `\fB\-v\fR, \fB\-\-verbose\fR`, `\fB\-\-version\fR`, ".TQ\n"}, []string{"EXIT\\-STATUS"}},
 	} {
 		p := pages[tc.page]
 		for _, s := range tc.has {

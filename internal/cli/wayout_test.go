@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The errors of issue 31 ("Errors without the way out"): each says what to do in at most
+// two lines, with the details under -v or in the JSON.
+
+// runExit runs gpusplit as main does, and returns the exit code and standard error.
+func runExit(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := execute(New(&out, &errOut), args, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// wayOut fails the test when msg, an error as printed, runs past two lines.
+func wayOut(t *testing.T, what, msg string) {
+	t.Helper()
+	if n := strings.Count(strings.TrimSuffix(msg, "\n"), "\n") + 1; n > 2 {
+		t.Errorf("%s: %d lines, at most 2:\n%s", what, n, msg)
+	}
+}
+
+// A rollback refused for a journal of another boot says so in two lines with the way
+// out; -v adds each field with the journal's value, the host's and why; -o json has
+// them among the problems.
+func TestRollbackRefusalIsShort(t *testing.T) {
+	dir, _ := applied(t)
+	writeFile(t, dir, "proc/sys/kernel/random/boot_id", "77e0d1c2-0000-4000-8000-000000000001\n")
+	detail := "boot id: the journal has 0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10, the host 77e0d1c2-0000-4000-8000-000000000001"
+
+	code, _, stderr := runExit(t, "--root", dir, "rollback", "--yes")
+	if code != 1 || !strings.Contains(stderr, "(boot id)") || !strings.Contains(stderr, "--force") || !strings.Contains(stderr, "-v") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	wayOut(t, "the refusal", stderr)
+	if len(stderr) > 300 || strings.Contains(stderr, detail) {
+		t.Errorf("the refusal carries its details without -v (%d characters):\n%s", len(stderr), stderr)
+	}
+
+	code, _, stderr = runExit(t, "-v", "--root", dir, "rollback", "--yes")
+	if code != 1 || !strings.Contains(stderr, "  "+detail) || !strings.Contains(stderr, "the host has rebooted since that apply") {
+		t.Errorf("-v: exit %d:\n%s", code, stderr)
+	}
+
+	code, out, _ := runExit(t, "--root", dir, "rollback", "--yes", "-o", "json")
+	var doc struct{ Problems []string }
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || len(doc.Problems) != 1 || !strings.HasPrefix(doc.Problems[0], detail) {
+		t.Errorf("-o json: exit %d, %v: %s", code, err, out)
+	}
+}
