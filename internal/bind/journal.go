@@ -162,10 +162,14 @@ func WriteJournal(h *host.Host, path string, j *Journal) error {
 func ReadJournal(h *host.Host) (*Journal, error) {
 	j, err := ReadJournalAt(h, JournalPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no journal at %s: nothing was applied on this host, so there is nothing to roll back", JournalPath)
+		return nil, ErrNoJournal
 	}
 	return j, err
 }
+
+// ErrNoJournal is a host without a journal: nothing was applied, so a rollback has
+// nothing to do, which is no failure. It wraps fs.ErrNotExist.
+var ErrNoJournal = fmt.Errorf("no journal at %s: nothing was applied on this host, so there is nothing to roll back (%w)", JournalPath, fs.ErrNotExist)
 
 // ReadJournalAt reads the journal at path; an error wrapping fs.ErrNotExist where there
 // is none.

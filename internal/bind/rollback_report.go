@@ -11,9 +11,11 @@ import (
 
 // RollbackReport is what rollback found and did, and its JSON form (docs/json.md).
 type RollbackReport struct {
-	Host    string    `json:"host"`
-	Applied time.Time `json:"applied"`
-	DryRun  bool      `json:"dry_run"`
+	Host string `json:"host"`
+	// Applied is when the apply of the journal ran; nil without a journal, where
+	// nothing was applied and there is nothing to roll back.
+	Applied *time.Time `json:"applied"`
+	DryRun  bool       `json:"dry_run"`
 	// Journal is how many devices the apply moved; Devices those not back yet.
 	Journal  int              `json:"journal_devices"`
 	Devices  []RollbackDevice `json:"devices"`
@@ -37,7 +39,7 @@ type RollbackDevice struct {
 // NewRollbackReport is the report of rolling back todo, the devices of journal j of the
 // host root that are not back (NotBack), with the problems --force set aside.
 func NewRollbackReport(root string, j *Journal, k Kernel, todo []Prior, forced []Problem, dryRun bool) *RollbackReport {
-	doc := &RollbackReport{Host: root, Applied: j.Time, DryRun: dryRun, Journal: len(j.Devices), Devices: []RollbackDevice{},
+	doc := &RollbackReport{Host: root, Applied: &j.Time, DryRun: dryRun, Journal: len(j.Devices), Devices: []RollbackDevice{},
 		Forced: []string{}, Problems: []string{}, Restored: []string{}}
 	for _, p := range forced {
 		doc.Forced = append(doc.Forced, p.String())
@@ -52,6 +54,11 @@ func NewRollbackReport(root string, j *Journal, k Kernel, todo []Prior, forced [
 		doc.Devices = append(doc.Devices, r)
 	}
 	return doc
+}
+
+// NoRollbackReport is the report of a host without a journal: nothing to roll back.
+func NoRollbackReport(root string, dryRun bool) *RollbackReport {
+	return &RollbackReport{Host: root, DryRun: dryRun, Devices: []RollbackDevice{}, Forced: []string{}, Problems: []string{}, Restored: []string{}}
 }
 
 // plainName is what a driver name looks like; anything else is quoted, so that a

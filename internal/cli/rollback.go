@@ -49,6 +49,14 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 				return err
 			}
 			j, err := bind.ReadJournal(h)
+			if errors.Is(err, bind.ErrNoJournal) {
+				// Nothing was applied: the host is as a rollback would leave it.
+				if g.json() {
+					return g.writeJSON(bind.NoRollbackReport(h.Root(), c.dryRun))
+				}
+				fmt.Fprintf(g.stdout, "%s: nothing to roll back: no apply left a journal (%s).\n", h.Root(), bind.JournalPath)
+				return nil
+			}
 			if err != nil {
 				return err
 			}

@@ -54,3 +54,17 @@ func TestRollbackRefusalIsShort(t *testing.T) {
 		t.Errorf("-o json: exit %d, %v: %s", code, err, out)
 	}
 }
+
+// Nothing applied is nothing to roll back, which is no failure: exit 0, in text and in
+// JSON (applied null).
+func TestRollbackWithoutJournal(t *testing.T) {
+	code, out, stderr := runExit(t, "--demo", "rollback", "--yes")
+	if code != 0 || !strings.Contains(out, "nothing to roll back") || stderr != "" {
+		t.Errorf("exit %d:\n%s%s", code, out, stderr)
+	}
+	code, out, _ = runExit(t, "--demo", "rollback", "--dry-run", "-o", "json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 || doc["applied"] != nil || doc["journal_devices"] != 0.0 {
+		t.Errorf("-o json: exit %d, %v: %s", code, err, out)
+	}
+}
