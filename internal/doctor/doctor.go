@@ -6,7 +6,6 @@ package doctor
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -168,7 +167,7 @@ func (r *Report) Worst() Severity {
 func Run(e *Env, only []string) (*Report, error) {
 	for _, id := range only {
 		if !slices.Contains(IDs(), id) && !slices.Contains(Groups(), id) {
-			return nil, fmt.Errorf("no check %q; the checks are %s, and the groups %s", id, strings.Join(IDs(), ", "), strings.Join(Groups(), ", "))
+			return nil, unknownCheck(id)
 		}
 	}
 	r := &Report{Findings: []Finding{}, Ran: []string{}}

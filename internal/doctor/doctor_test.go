@@ -478,8 +478,15 @@ func TestOnlyAndUnknownCheck(t *testing.T) {
 	if err != nil || len(r.Ran) != 1 || len(r.Findings) != 1 {
 		t.Errorf("--only: %v %+v", err, r)
 	}
-	if _, err := Run(e, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "bar-unassigned") {
+	if _, err := Run(e, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "gpusplit doctor --help lists the checks") || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("unknown check: %v", err)
+	}
+	// A typo is answered with the nearest ids, in one line, not with all of them.
+	for typo, want := range map[string]string{"iommu-of": "(did you mean iommu-off?)", "gpuheld": "(did you mean gpu-held?)", "firmwre": "(did you mean firmware?)"} {
+		_, err := Run(e, []string{typo})
+		if err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 200 {
+			t.Errorf("--only %s: %v", typo, err)
+		}
 	}
 	full, _ := Run(e, nil)
 	if full.Partial["iommu-page-faults"] == "" {
