@@ -36,10 +36,43 @@ func (r *Report) WriteText(w io.Writer, root string) {
 	}
 	if len(r.Partial) > 0 {
 		fmt.Fprintln(w)
-		for _, id := range slices.Sorted(maps.Keys(r.Partial)) {
-			fmt.Fprintf(w, "partial: %s saw less than it needs: %s\n", id, r.Partial[id])
+	}
+	for _, p := range r.partialNotes() {
+		subject := p.ids[0] + " saw less than it needs"
+		if len(p.ids) > 1 {
+			subject = fmt.Sprintf("%d checks saw less than they need (%s)", len(p.ids), strings.Join(p.ids, ", "))
+		}
+		for i, line := range wrap(subject+": "+p.why, 92) {
+			if i == 0 {
+				fmt.Fprintf(w, "partial: %s\n", line)
+			} else {
+				fmt.Fprintf(w, "         %s\n", line)
+			}
 		}
 	}
+}
+
+// partialNote is one reason checks saw less, with the checks it held back.
+type partialNote struct {
+	why string
+	ids []string
+}
+
+// partialNotes groups the checks that saw less by their reason: without root, or
+// without the kernel log, a dozen checks share one, and a line each said it a dozen
+// times.
+func (r *Report) partialNotes() []partialNote {
+	var out []partialNote
+	for _, id := range slices.Sorted(maps.Keys(r.Partial)) {
+		why := r.Partial[id]
+		i := slices.IndexFunc(out, func(p partialNote) bool { return p.why == why })
+		if i < 0 {
+			out = append(out, partialNote{why: why})
+			i = len(out) - 1
+		}
+		out[i].ids = append(out[i].ids, id)
+	}
+	return out
 }
 
 // wrap breaks text into lines of at most width characters at spaces.
