@@ -70,6 +70,11 @@ Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
 			if err != nil {
 				return err
 			}
+			if kernelLog != "" {
+				if err := doctor.CheckLogFile(kernelLog, env.Log); err != nil {
+					return err
+				}
+			}
 			report, err := doctor.Run(env, ids)
 			if err != nil {
 				return err

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -67,4 +69,22 @@ func TestRollbackWithoutJournal(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 || doc["applied"] != nil || doc["journal_devices"] != 0.0 {
 		t.Errorf("-o json: exit %d, %v: %s", code, err, out)
 	}
+}
+
+// doctor --kernel-log refuses a file that holds no kernel log record.
+func TestDoctorRefusesJunkLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "junk.log")
+	if err := os.WriteFile(log, []byte("hello\nnot a kernel log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runExit(t, "--demo", "doctor", "--kernel-log", log)
+	if code != 1 || out != "" || !strings.Contains(stderr, "holds no kernel log record") || !strings.Contains(stderr, "journalctl -k") {
+		t.Errorf("exit %d:\n%s%s", code, out, stderr)
+	}
+	wayOut(t, "--kernel-log junk", stderr)
+	code, _, stderr = runExit(t, "--demo", "doctor", "--only", "iommu-of")
+	if code != 1 || !strings.Contains(stderr, "did you mean iommu-off?") {
+		t.Errorf("--only iommu-of: exit %d: %s", code, stderr)
+	}
+	wayOut(t, "--only iommu-of", stderr)
 }

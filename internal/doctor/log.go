@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -18,6 +19,10 @@ const maxKept = 200
 // LogFacts is what the doctor keeps of a kernel log: the lines it recognised.
 type LogFacts struct {
 	Records int
+	// KernelRecords counts the records that are a kernel log's for sure: a line in one
+	// of its forms (kmsg.Record.Kernel), or a bare line that is a kernel message by its
+	// prefix (kernelMessage). A file without any is no kernel log (CheckLogFile).
+	KernelRecords int
 	// Cut says why only the log's first part was read (the live log past its cap);
 	// empty when it was read to its end.
 	Cut            string
@@ -128,6 +133,9 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 	err := kmsg.Scan(r, func(rec kmsg.Record) bool {
 		f.Records++
 		m := rec.Message
+		if rec.Kernel || kernelMessage(m) {
+			f.KernelRecords++
+		}
 		// Kernels before 5.5 printed an AMD-Vi event in two: "AMD-Vi: Event logged ["
 		// and, as a line of its own, "IO_PAGE_FAULT device=05:00.0 … flags=0x0070]".
 		if f.splitEvent != "" {
@@ -251,6 +259,41 @@ func CollectLog(r io.Reader) (*LogFacts, error) {
 		f.Cut, err = err.Error(), nil
 	}
 	return f, err
+}
+
+// kernelTags are prefixes only the kernel prints: NVIDIA's driver, the IOMMU drivers,
+// the PCI core, the boot banner.
+var kernelTags = []string{"NVRM: ", "AMD-Vi: ", "DMAR: ", "DMAR-IR: ", "iommu: ", "pci_bus ", "Linux version ", "nvidia-nvlink: ", "vfio-pci "}
+
+// kernelMessage says whether a bare line (journalctl -o cat, a paste without stamps) is
+// a kernel message: a dev_printk prefix with a PCI address, a kernel tag, the command line.
+func kernelMessage(m string) bool {
+	if _, _, ok := kmsg.ParseDriverPrefix(m); ok {
+		return true
+	}
+	if _, ok := kmsg.ParseBootLine(m); ok {
+		return true
+	}
+	for _, t := range kernelTags {
+		if strings.HasPrefix(m, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckLogFile refuses a kernel log file (doctor --kernel-log name) that holds no kernel
+// log record: the checks would read it as a log where nothing happened, and say so.
+func CheckLogFile(name string, f *LogFacts) error {
+	if f == nil || f.KernelRecords > 0 {
+		return nil
+	}
+	what := "holds no kernel log record"
+	if f.Records == 0 {
+		what = "is empty"
+	}
+	return fmt.Errorf("--kernel-log %s %s (a record reads \"[   12.345678] pci 0000:81:00.0: ...\" or \"... kernel: ...\")\n"+
+		"capture one with journalctl -k -b > kernel.log or dmesg > kernel.log, and give that file", name, what)
 }
 
 // failure keeps m when it says a device failed.

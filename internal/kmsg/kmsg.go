@@ -31,6 +31,10 @@ type Record struct {
 	Seq      uint64        // /dev/kmsg sequence number; 0 when unknown
 	Time     time.Duration // since boot; -1 when unknown
 	Message  string        // the text; the lines of a multi-line message joined with "\n"
+	// Kernel says the line had a kernel log's own form: a /dev/kmsg head, a dmesg
+	// stamp or priority, a journal or syslog "kernel:" line. A bare line, taken as it
+	// is, may be a kernel message (journalctl -o cat) or anything else.
+	Kernel bool
 }
 
 // Scan reads a kernel log and calls fn for each record until fn returns false. It accepts,
@@ -154,15 +158,17 @@ func (s *scanner) line(line []byte) {
 
 	rec := Record{Priority: -1, Time: -1}
 	if p, rest, ok := anglePriority(text); ok {
-		rec.Priority, text = p, rest
+		rec.Priority, rec.Kernel, text = p, true, rest
 	} else if p, rest, ok := decodedPriority(text); ok {
-		rec.Priority, text = p, rest
+		rec.Priority, rec.Kernel, text = p, true, rest
 	}
 	if rest, ok := talosPrefix(text); ok {
+		rec.Kernel = true
 		s.open(rec, rest, afterDmesg)
 		return
 	}
 	if rest, ok := cutKernelTags(text); ok {
+		rec.Kernel = true
 		// "kernel: " with no stamp before it: a journal or syslog paste with its
 		// stamps cut off, maybe with the dmesg stamp after it.
 		text = rest
@@ -173,13 +179,14 @@ func (s *scanner) line(line []byte) {
 		return
 	}
 	if t, rest, ok := dmesgStamp(text); ok {
-		rec.Time, text = t, stripKernelTag(rest)
+		rec.Time, rec.Kernel, text = t, true, stripKernelTag(rest)
 		s.open(rec, text, afterDmesg)
 		return
 	}
 	hasStamp := false
 	if rest, dmesgISO, ok := isoStamp(text); ok {
 		if dmesgISO {
+			rec.Kernel = true
 			s.open(rec, rest, afterDmesg)
 			return
 		}
@@ -223,6 +230,7 @@ func stamped(text []byte) bool {
 // openSyslog opens a record from the message part of a syslog kernel line, which may
 // start with the kernel's own "[   12.345678] " stamp.
 func (s *scanner) openSyslog(rec Record, msg []byte) {
+	rec.Kernel = true
 	if t, rest, ok := dmesgStamp(msg); ok {
 		rec.Time, msg = t, rest
 	}
@@ -304,7 +312,7 @@ func (s *scanner) kmsgRecord(line []byte) bool {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return false
 	}
-	rec := Record{Priority: int(prio & 7), Seq: seq, Time: -1}
+	rec := Record{Priority: int(prio & 7), Seq: seq, Time: -1, Kernel: true}
 	if usec <= uint64(1<<63-1)/uint64(time.Microsecond) {
 		rec.Time = time.Duration(usec) * time.Microsecond
 	}
