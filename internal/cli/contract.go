@@ -83,6 +83,17 @@ func withUsage(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
+// exactArgs is cobra.ExactArgs(n) saying what the arguments are (want, with an
+// example) instead of cobra's "accepts 2 arg(s), received 0".
+func exactArgs(n int, want string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return errors.New(want)
+		}
+		return nil
+	}
+}
+
 func usageError(cmd *cobra.Command, err error) error {
 	return fmt.Errorf("%w: run '%s --help' for usage", err, cmd.CommandPath())
 }

@@ -574,7 +574,9 @@ func TestUnknownCommand(t *testing.T) {
 		{[]string{"invetory"}, `unknown command "invetory" for "gpusplit" (did you mean inventory?): run 'gpusplit --help' for usage`},
 		{[]string{"topo", "extra"}, `unknown command "extra" for "gpusplit topo": run 'gpusplit topo --help' for usage`},
 		{[]string{"help", "persist", "instal"}, `unknown command "instal" for "gpusplit persist" (did you mean install?)`},
-		{[]string{"pve", "backups", "restore"}, `accepts 1 arg(s), received 0: run 'gpusplit pve backups restore --help' for usage`},
+		{[]string{"pve", "backups", "restore"}, `pve backups restore needs the ID of a backup (gpusplit pve backups lists them): run 'gpusplit pve backups restore --help' for usage`},
+		{[]string{"hook"}, `hook needs VMID PHASE (e.g. gpusplit hook 131 pre-start) or release ADDRESS: run 'gpusplit hook --help' for usage`},
+		{[]string{"hook", "release"}, `hook needs VMID PHASE (e.g. gpusplit hook 131 pre-start) or release ADDRESS`},
 	} {
 		out, _, err := run(t, c.args...)
 		if status(err) != 1 || !strings.Contains(fmt.Sprint(err), c.want) {

@@ -68,7 +68,7 @@ gives it back (docs/health.md).`,
   gpusplit hook 131 post-stop
   gpusplit hook --deadline 5m 131 pre-start
   gpusplit hook release 0000:81:00.0`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2, "hook needs VMID PHASE (e.g. gpusplit hook 131 pre-start) or release ADDRESS"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] == "release" {
 				return runHookRelease(g, args[1], force)

@@ -70,7 +70,7 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore ID",
 		Short: "Put a backup back in place, as one checked write with a backup of its own",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1, "pve backups restore needs the ID of a backup (gpusplit pve backups lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !dryRun {
 				if err := needRoot(g, "pve backups restore", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {
