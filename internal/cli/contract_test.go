@@ -601,7 +601,8 @@ func TestConflictingOutput(t *testing.T) {
 		{[]string{"--demo", "snapshot", "-", "-o", "json"}, "would both go to standard output"},
 		{[]string{"--demo", "snapshot", "--file", "-", "-o", "json"}, "would both go to standard output"},
 		{[]string{"--demo", "snapshot", "a.tar.gz", "--file", "b.tar.gz"}, "named twice"},
-		{[]string{"--demo", "snapshot", "-o", filepath.Join(dir, "s.tar.gz")}, "the output format is table, wide or json"},
+		{[]string{"--demo", "snapshot", "-o", filepath.Join(dir, "s.tar.gz")}, "the output format is table, wide or json; did you mean --file " + filepath.Join(dir, "s.tar.gz") + "?"},
+		{[]string{"--demo", "nccl-topo", "-o", "t.xml"}, "did you mean --file t.xml?"},
 	} {
 		out, _, err := run(t, c.args...)
 		if status(err) != 1 || !strings.Contains(fmt.Sprint(err), c.want) || out != "" {

@@ -223,6 +223,11 @@ through a simulated kernel, and changes nothing on this machine (gpusplit demo -
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if g.output != "table" && g.output != "wide" && g.output != "json" {
+				// snapshot -o demo.tar.gz: the file is --file, as in the commands that
+				// write one.
+				if cmd.Flags().Lookup("file") != nil {
+					return fmt.Errorf("-o %q: the output format is table, wide or json; did you mean --file %s?", g.output, g.output)
+				}
 				return fmt.Errorf("-o %q: the output format is table, wide or json", g.output)
 			}
 			g.running = true
