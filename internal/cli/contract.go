@@ -15,7 +15,8 @@ import (
 //     with exit status 1 and a message naming the command whose --help says more;
 //   - a command that only groups others, run alone, prints its help and exits 0, as
 //     gpusplit alone does;
-//   - gpusplit help TOPIC of an unknown topic is an error too.
+//   - gpusplit help TOPIC of an unknown topic is an error too, and so is help with -o
+//     json: help is text, and a script that asked for JSON must not get it.
 
 // applyContract walks the tree under root. It runs once every command is added, cobra's
 // own help and completion commands included, so that they follow it as well.
@@ -104,6 +105,9 @@ func strictHelp(help *cobra.Command) {
 	run := help.Run
 	help.Run = nil
 	help.RunE = func(c *cobra.Command, args []string) error {
+		if o := c.Flag("output"); o != nil && o.Value.String() == "json" {
+			return fmt.Errorf("help has no JSON, only text: run %s without -o json", strings.Join(append([]string{"gpusplit help"}, args...), " "))
+		}
 		root := c.Root()
 		found, rest, err := root.Find(args)
 		if err == nil && len(rest) > 0 {

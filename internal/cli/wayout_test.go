@@ -88,3 +88,18 @@ func TestDoctorRefusesJunkLog(t *testing.T) {
 	}
 	wayOut(t, "--only iommu-of", stderr)
 }
+
+// A help topic is text: help -o json refuses in one line and exits 1, with nothing on
+// standard output that a script could take for a document.
+func TestHelpRefusesJSON(t *testing.T) {
+	for _, args := range [][]string{{"help", "selectors", "-o", "json"}, {"-o", "json", "help", "doctor"}, {"help", "-o", "json"}} {
+		code, out, stderr := runExit(t, args...)
+		if code != 1 || out != "" || !strings.Contains(stderr, "help has no JSON") {
+			t.Errorf("%v: exit %d, %q, %s", args, code, out, stderr)
+		}
+		wayOut(t, strings.Join(args, " "), stderr)
+	}
+	if code, out, _ := runExit(t, "help", "selectors"); code != 0 || !strings.Contains(out, "Selectors choose devices") {
+		t.Errorf("help selectors: exit %d\n%s", code, out)
+	}
+}
