@@ -51,7 +51,7 @@ func (f *guestFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.ct, "ct", 0, "the container")
 }
 
-func (f *guestFlags) guest() (string, int, error) {
+func (f *guestFlags) guest(g *globals) (string, int, error) {
 	switch {
 	case f.vm != 0 && f.ct != 0:
 		return "", 0, errors.New("--vm and --ct name two guests; give one")
@@ -60,7 +60,11 @@ func (f *guestFlags) guest() (string, int, error) {
 	case f.ct != 0:
 		return pve.LXC, f.ct, nil
 	}
-	return "", 0, errors.New("--vm ID or --ct ID names the guest")
+	h, err := g.host()
+	if err != nil {
+		return "", 0, err
+	}
+	return "", 0, fmt.Errorf("--vm ID or --ct ID names the guest; %s; %s", pve.GuestChoice(h, pve.QEMU), pve.GuestChoice(h, pve.LXC))
 }
 
 func newPVEHookShow(g *globals) *cobra.Command {
@@ -70,7 +74,7 @@ func newPVEHookShow(g *globals) *cobra.Command {
 		Short: "Say whether a guest's hookscript is gpusplit's, what it chains, and where else it must be",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, id, err := gf.guest()
+			kind, id, err := gf.guest(g)
 			if err != nil {
 				return err
 			}
@@ -180,7 +184,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, id, err := gf.guest()
+			kind, id, err := gf.guest(g)
 			if err != nil {
 				return err
 			}

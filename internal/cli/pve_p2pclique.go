@@ -52,11 +52,15 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
   sudo gpusplit pve p2p-clique --vm 131 --p2p /root/p2p.json --apply`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case vmid == 0:
-				return errors.New("--vm names the VM whose GPUs go into the clique")
-			case apply && dryRun:
+			if apply && dryRun {
 				return errors.New("--apply and --dry-run contradict each other; use one")
+			}
+			if vmid == 0 {
+				h, err := g.host()
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("--vm names the VM whose GPUs go into the clique; %s", pve.GuestChoice(h, pve.QEMU))
 			}
 			if apply {
 				if err := needRoot(g, "pve p2p-clique --apply", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {

@@ -54,7 +54,11 @@ docs/vm-topology.md has the details.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if vmid == 0 {
-				return errors.New("--vm names the VM to lay out")
+				h, err := g.host()
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("--vm names the VM to lay out; %s", pve.GuestChoice(h, pve.QEMU))
 			}
 			if apply && dryRun {
 				return errors.New("--apply and --dry-run contradict each other; use one")

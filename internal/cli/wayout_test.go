@@ -103,3 +103,23 @@ func TestHelpRefusesJSON(t *testing.T) {
 		t.Errorf("help selectors: exit %d\n%s", code, out)
 	}
 }
+
+// A missing or unknown guest is answered with the guests of this node.
+func TestGuestErrorsListTheGuests(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pve", "vm-layout"}, "--vm names the VM to lay out; this node's VMs: 131 (train01)"},
+		{[]string{"pve", "vm-layout", "--vm", "999"}, "no VM 999 on this node (/etc/pve/qemu-server/999.conf does not exist); this node's VMs: 131 (train01)"},
+		{[]string{"pve", "p2p-clique"}, "this node's VMs: 131 (train01)"},
+		{[]string{"pve", "hook", "show", "--ct", "999"}, "no container 999 on this node (/etc/pve/lxc/999.conf does not exist); this node's containers: 129 (infer01)"},
+		{[]string{"pve", "hook", "install"}, "--vm ID or --ct ID names the guest; this node's VMs: 131 (train01); this node's containers: 129 (infer01)"},
+	} {
+		code, out, stderr := runExit(t, append([]string{"--demo"}, c.args...)...)
+		if code != 1 || out != "" || stderr != "gpusplit: "+c.want+"\n" && !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q\n%s\nwant %s", c.args, code, out, stderr, c.want)
+		}
+		wayOut(t, strings.Join(c.args, " "), stderr)
+	}
+}

@@ -378,6 +378,10 @@ func (s *syncer) guests(kind string) ([]*Guest, error) {
 func ReadGuest(h *host.Host, kind string, id int) (*Guest, error) {
 	p := GuestPath(kind, id)
 	data, err := h.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A raw read error named a path; the person wants the guests there are.
+		return nil, &NoGuestError{Kind: kind, ID: id, Choice: GuestChoice(h, kind)}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,6 @@
 package vmlayout
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -36,9 +33,6 @@ func GuestNow(h *host.Host, inv *inventory.Inventory, guest fit.Guest) (fit.Gues
 		return fit.GuestNow{GPUs: fit.GPUsAt(inv, addrs), Notes: m.Notes, NoClique: v.Unsafe || v.Clique < 0}, nil
 	}
 	ct, err := pve.ReadGuest(h, pve.LXC, guest.ID)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fit.GuestNow{}, fmt.Errorf("no container %d on this node: %s does not exist", guest.ID, pve.GuestPath(pve.LXC, guest.ID))
-	}
 	if err != nil {
 		return fit.GuestNow{}, err
 	}

@@ -184,7 +184,7 @@ func predict(h *host.Host, t *pci.Tree, vmid int, now time.Time, needGPU bool) (
 		if other := otherNode(h, vmid); other != "" {
 			return nil, fmt.Errorf("VM %d is on node %s, not on this node %s: run gpusplit there", vmid, other, node)
 		}
-		return nil, fmt.Errorf("no VM %d: %s does not exist", vmid, pve.GuestPath(pve.QEMU, vmid))
+		return nil, err
 	}
 	if err != nil {
 		return nil, err
