@@ -77,7 +77,11 @@ func newPVEMappings(g *globals) *cobra.Command {
 				}
 				t.Add(r.Mapping, r.Node, r.Path, dev, drv, numa, check)
 			}
-			return t.Write(g.stdout, g.width())
+			if err := t.Write(g.stdout, g.width()); err != nil {
+				return err
+			}
+			printMappingProblems(g, doc.Problems)
+			return nil
 		},
 	}
 }
@@ -266,4 +270,15 @@ func rootedPath(h interface{ Root() string }, p string) string {
 		return filepath.Join(r, p)
 	}
 	return p
+}
+
+// printMappingProblems ends pve mappings with the lines of pci.cfg left out of the list.
+func printMappingProblems(g *globals, problems []string) {
+	if len(problems) == 0 {
+		return
+	}
+	fmt.Fprintf(g.stdout, "\n%s not listed, which gpusplit pve sync refuses until fixed:\n", plural.S(len(problems), "line"))
+	for _, p := range problems {
+		fmt.Fprintf(g.stdout, "  problem: %s\n", p)
+	}
 }

@@ -123,3 +123,27 @@ func TestGuestErrorsListTheGuests(t *testing.T) {
 		wayOut(t, strings.Join(c.args, " "), stderr)
 	}
 }
+
+// One malformed map line no longer hides every mapping: pve mappings lists the others
+// and names the line, in the table and in the JSON, with exit status 0.
+func TestMappingsListPastABadLine(t *testing.T) {
+	root, _ := pveRoot(t)
+	edit(t, root, "etc/pve/mapping/pci.cfg", func(s string) string {
+		return strings.Replace(s, "path=0000:c1:00.0", "path=0000:C1:00.0", 1)
+	})
+	code, out, stderr := runExit(t, "--root", root, "pve", "mappings")
+	if code != 0 || strings.Count(out, "RTX PRO 6000") != 8 || !strings.Contains(out, "a6000-ws  kpro5  0000:41:00.0") {
+		t.Fatalf("exit %d:\n%s%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "1 line not listed") || !strings.Contains(out, "problem: /etc/pve/mapping/pci.cfg:3: mapping \"a6000-ws\"") || strings.Contains(out, "0000:C1:00.0  ") {
+		t.Errorf("the bad line is not named:\n%s", out)
+	}
+	code, out, _ = runExit(t, "--root", root, "pve", "mappings", "-o", "json")
+	var doc struct {
+		Entries  []json.RawMessage
+		Problems []string
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 || len(doc.Entries) != 14 || len(doc.Problems) != 1 || !strings.HasPrefix(doc.Problems[0], "/etc/pve/mapping/pci.cfg:3: ") {
+		t.Errorf("-o json: exit %d, %v, %d entries, problems %v", code, err, len(doc.Entries), doc.Problems)
+	}
+}

@@ -64,3 +64,48 @@ func TestGuestChoice(t *testing.T) {
 		t.Errorf("no containers: %v", err)
 	}
 }
+
+// Read leniently, pci.cfg gives every mapping and entry but the malformed lines (and the
+// sections of bad headers), each named with its line; read strictly, it stops at the
+// first, as before.
+func TestParseMappingsLenient(t *testing.T) {
+	const cfg = `good
+	map id=10de:2bb1,node=kpro6,path=0000:01:00
+	map id=10de:2bb1,node=kpro6,path=0000:C1:00
+	map id=10de:2bb1,node=kpro6,path=0000:11:00
+	colour blue
+
+9bad
+	map id=10de:2bb1,node=kpro6,path=0000:21:00
+
+empty
+	map node=kpro6
+
+other
+	map id=10de:2bb1,node=kpro7,path=0000:41:00
+`
+	f, problems, err := ParseMappingsLenient("pci.cfg", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, paths []string
+	for _, m := range f.Mappings {
+		ids = append(ids, m.ID)
+		for _, e := range m.Maps {
+			paths = append(paths, e.Path)
+		}
+	}
+	if strings.Join(ids, " ") != "good other" || strings.Join(paths, " ") != "0000:01:00 0000:11:00 0000:41:00" {
+		t.Errorf("mappings %v, paths %v", ids, paths)
+	}
+	var lines []string
+	for _, p := range problems {
+		lines = append(lines, fmt.Sprintf("%d", p.Line))
+	}
+	if got := strings.Join(lines, " "); got != "3 5 7 11 10" {
+		t.Errorf("problems on lines %s, want 3 5 7 11 10: %v", got, problems)
+	}
+	if _, err := ParseMappings("pci.cfg", cfg); err == nil || !strings.HasPrefix(err.Error(), "pci.cfg:3: ") {
+		t.Errorf("strict: %v", err)
+	}
+}

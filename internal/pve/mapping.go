@@ -157,26 +157,53 @@ var (
 // (Proxmox then refuses every write of the file), an upper-case or malformed path, a
 // duplicate mapping id, an unknown key. Comments are kept.
 func ParseMappings(name, data string) (*MappingFile, error) {
-	f := &MappingFile{Name: name, lines: splitLines(data)}
-	if err := notText(name, f.lines, " "); err != nil {
+	f, problems, err := parseMappings(name, data, false)
+	if err != nil {
 		return nil, err
 	}
-	errAt := func(i int, format string, args ...any) error {
-		return &LineError{File: name, Line: i + 1, Msg: fmt.Sprintf(format, args...)}
+	if len(problems) > 0 {
+		return nil, problems[0]
+	}
+	return f, nil
+}
+
+// ParseMappingsLenient is ParseMappings for a reader that lists what the file holds (pve
+// mappings): the lines ParseMappings refuses are skipped, with the section they spoil,
+// and returned as problems, so that one malformed line does not hide every mapping.
+// Only bytes that are not text fail it. What it returns must never be written back.
+func ParseMappingsLenient(name, data string) (*MappingFile, []*LineError, error) {
+	return parseMappings(name, data, true)
+}
+
+// parseMappings reads pci.cfg. Strict, it stops at the first problem; lenient, it
+// carries on past each one: a bad line is dropped, a bad header drops its section.
+func parseMappings(name, data string, lenient bool) (*MappingFile, []*LineError, error) {
+	f := &MappingFile{Name: name, lines: splitLines(data)}
+	if err := notText(name, f.lines, " "); err != nil {
+		return nil, nil, err
+	}
+	var problems []*LineError
+	// problem records one; it says whether to carry on.
+	problem := func(i int, format string, args ...any) bool {
+		problems = append(problems, &LineError{File: name, Line: i + 1, Msg: fmt.Sprintf(format, args...)})
+		return lenient
 	}
 	seen := map[string]int{}
 	var cur *Mapping
-	closeSection := func(end int) error {
+	skipping := false // the lines of a section whose header was refused
+	closeSection := func(end int) bool {
+		skipping = false
 		if cur == nil {
-			return nil
+			return true
 		}
-		cur.end = end
-		if len(cur.Maps) == 0 {
-			return errAt(cur.start, "mapping %q has no valid map line: Proxmox skips the section and then refuses to write %s until it is fixed", cur.ID, MappingPath)
-		}
-		f.Mappings = append(f.Mappings, cur)
+		m := cur
 		cur = nil
-		return nil
+		m.end = end
+		if len(m.Maps) == 0 {
+			return problem(m.start, "mapping %q has no valid map line: Proxmox skips the section and then refuses to write %s until it is fixed", m.ID, MappingPath)
+		}
+		f.Mappings = append(f.Mappings, m)
+		return true
 	}
 	for i, l := range f.lines {
 		t := l.text
@@ -184,28 +211,51 @@ func ParseMappings(name, data string) (*MappingFile, error) {
 		case strings.HasPrefix(strings.TrimLeft(t, " \t"), "#"):
 			continue
 		case t == "" && l.end != "\r\n":
-			if err := closeSection(i); err != nil {
-				return nil, err
+			if !closeSection(i) {
+				return nil, problems, nil
 			}
 			continue
 		case strings.TrimSpace(t) == "":
-			return nil, errAt(i, "this blank line holds spaces, tabs or a carriage return: Proxmox does not see it as the end of a section and merges the next section into the one above; make it truly empty")
+			if !problem(i, "this blank line holds spaces, tabs or a carriage return: Proxmox does not see it as the end of a section and merges the next section into the one above; make it truly empty") {
+				return nil, problems, nil
+			}
+			if !closeSection(i) {
+				return nil, problems, nil
+			}
 		case t[0] != ' ' && t[0] != '\t':
-			if cur != nil {
-				return nil, errAt(i, "header %q follows section %q without an empty line: Proxmox reads it as a property of %q", strings.TrimSpace(t), cur.ID, cur.ID)
+			if cur != nil || skipping {
+				if cur != nil && !problem(i, "header %q follows section %q without an empty line: Proxmox reads it as a property of %q", strings.TrimSpace(t), cur.ID, cur.ID) {
+					return nil, problems, nil
+				}
+				if !closeSection(i) {
+					return nil, problems, nil
+				}
 			}
 			id := strings.TrimRight(t, " \t")
 			if !plan.ValidMappingID(id) {
-				return nil, errAt(i, "%q is not a mapping id (a letter, then letters, digits, - or _)", id)
+				if !problem(i, "%q is not a mapping id (a letter, then letters, digits, - or _)", id) {
+					return nil, problems, nil
+				}
+				skipping = true
+				continue
 			}
 			if j, ok := seen[id]; ok {
-				return nil, errAt(i, "mapping %q is defined twice (first on line %d): Proxmox silently keeps only the last", id, j+1)
+				if !problem(i, "mapping %q is defined twice (first on line %d): Proxmox silently keeps only the last", id, j+1) {
+					return nil, problems, nil
+				}
+				skipping = true
+				continue
 			}
 			seen[id] = i
 			cur = &Mapping{ID: id, Props: map[string]string{}, start: i}
+		case skipping:
+			continue
 		default:
 			if cur == nil {
-				return nil, errAt(i, "property line outside a section")
+				if !problem(i, "property line outside a section") {
+					return nil, problems, nil
+				}
+				continue
 			}
 			key, val, _ := strings.Cut(strings.TrimLeft(t, " \t"), " ")
 			val = strings.TrimSpace(val)
@@ -214,7 +264,10 @@ func ParseMappings(name, data string) (*MappingFile, error) {
 			case key == "map":
 				e, err := parseMapEntry(val)
 				if err != nil {
-					return nil, errAt(i, "mapping %q: %v", cur.ID, err)
+					if !problem(i, "mapping %q: %v", cur.ID, err) {
+						return nil, problems, nil
+					}
+					continue
 				}
 				e.line = i + 1
 				cur.Maps = append(cur.Maps, e)
@@ -222,18 +275,23 @@ func ParseMappings(name, data string) (*MappingFile, error) {
 				cur.Props[key] = val
 			case slices.Contains(boolProps, key):
 				if val != "0" && val != "1" {
-					return nil, errAt(i, "mapping %q: %s %q: Proxmox accepts only 0 or 1 here and skips the whole section otherwise", cur.ID, key, val)
+					if !problem(i, "mapping %q: %s %q: Proxmox accepts only 0 or 1 here and skips the whole section otherwise", cur.ID, key, val) {
+						return nil, problems, nil
+					}
+					continue
 				}
 				cur.Props[key] = val
 			default:
-				return nil, errAt(i, "mapping %q: unknown key %q: Proxmox drops it at its next write", cur.ID, key)
+				if !problem(i, "mapping %q: unknown key %q: Proxmox drops it at its next write", cur.ID, key) {
+					return nil, problems, nil
+				}
 			}
 		}
 	}
-	if err := closeSection(len(f.lines)); err != nil {
-		return nil, err
+	if !closeSection(len(f.lines)) {
+		return nil, problems, nil
 	}
-	return f, nil
+	return f, problems, nil
 }
 
 // parseMapEntry reads a map property string with Proxmox's rules: comma-separated

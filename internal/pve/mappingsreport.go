@@ -16,6 +16,10 @@ type MappingsReport struct {
 	Missing bool `json:"-"`
 	// Mappings is how many mappings pci.cfg holds.
 	Mappings int `json:"-"`
+	// Problems are the lines of pci.cfg that Proxmox would refuse or read otherwise
+	// ("FILE:LINE: why"): each is left out of Entries, with the section it spoils,
+	// and the others are listed.
+	Problems []string `json:"problems"`
 }
 
 // MappingRow is one entry of a mapping. Checked is true for this node's entries, whose
@@ -40,14 +44,21 @@ func ReportMappings(h *host.Host, t *pci.Tree, model func(*pci.Device) string) (
 	if err != nil {
 		return nil, err
 	}
-	rep := &MappingsReport{Node: node, Entries: []MappingRow{}}
+	rep := &MappingsReport{Node: node, Entries: []MappingRow{}, Problems: []string{}}
 	if !h.Exists(MappingPath) {
 		rep.Missing = true
 		return rep, nil
 	}
-	f, err := ReadMappings(h)
+	data, err := readMappings(h)
 	if err != nil {
 		return nil, err
+	}
+	f, problems, err := ParseMappingsLenient(MappingPath, data)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range problems {
+		rep.Problems = append(rep.Problems, p.Error())
 	}
 	rep.Mappings = len(f.Mappings)
 	for _, m := range f.Mappings {

@@ -54,7 +54,7 @@ func TestReportMappings(t *testing.T) {
 	if err != nil || !rep.Missing {
 		t.Fatalf("without pci.cfg: %v %+v", err, rep)
 	}
-	if b, _ := json.Marshal(rep); string(b) != `{"node":"kpro6","entries":[]}` {
+	if b, _ := json.Marshal(rep); string(b) != `{"node":"kpro6","entries":[],"problems":[]}` {
 		t.Errorf("without pci.cfg: %s", b)
 	}
 }

@@ -304,16 +304,25 @@ func otherNodes(m *Mapping, node string) []string {
 // ReadMappings reads and parses this cluster's pci.cfg; a file that does not exist is an
 // empty one. A file larger than pmxcfs holds is refused before it is parsed.
 func ReadMappings(h *host.Host) (*MappingFile, error) {
+	data, err := readMappings(h)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMappings(MappingPath, data)
+}
+
+// readMappings is the text of pci.cfg; "" where there is none.
+func readMappings(h *host.Host) (string, error) {
 	data, err := h.ReadFile(MappingPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		data = nil
 	} else if err != nil {
-		return nil, err
+		return "", err
 	}
 	if len(data) > MaxFile {
-		return nil, fmt.Errorf("%s is larger than 1 MiB, the most Proxmox's file system holds: it is not Proxmox's, not reading it", MappingPath)
+		return "", fmt.Errorf("%s is larger than 1 MiB, the most Proxmox's file system holds: it is not Proxmox's, not reading it", MappingPath)
 	}
-	return ParseMappings(MappingPath, string(data))
+	return string(data), nil
 }
 
 func dedupe(as []pci.Address) []pci.Address {
