@@ -106,72 +106,76 @@ func (e *ConfigError) Error() string {
 }
 
 // ParseFile reads a split.toml: unknown keys, wrong types and bad selectors are errors
-// that name the line and column.
+// that name the line and column. It reports every problem of the file at once (joined,
+// one a line), not one a run; only a TOML syntax error, after which nothing can be
+// read, comes alone.
 func ParseFile(name string, data []byte) (*File, error) {
 	var f File
+	var errs []error
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		var de *toml.DecodeError
 		var sm *toml.StrictMissingError
 		switch {
 		case errors.As(err, &sm) && len(sm.Errors) > 0:
-			e := sm.Errors[0]
-			line, col := e.Position()
-			return nil, &ConfigError{File: name, Line: line, Column: col,
-				Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox, persist; in [[group]]: name, select, driver, mapping, containers, vms, model, context, concurrency; in [[pool]]: name, select, resting, mapping, containers, vms)", strings.Join(e.Key(), "."))}
+			// The decoder read the rest of the file: its other problems follow.
+			for _, e := range sm.Errors {
+				line, col := e.Position()
+				errs = append(errs, &ConfigError{File: name, Line: line, Column: col,
+					Msg: fmt.Sprintf("unknown key %q (known: devices, allow_shared_groups, rest, sync_proxmox, persist; in [[group]]: name, select, driver, mapping, containers, vms, model, context, concurrency; in [[pool]]: name, select, resting, mapping, containers, vms)", strings.Join(e.Key(), "."))})
+			}
 		case errors.As(err, &de):
 			line, col := de.Position()
 			return nil, &ConfigError{File: name, Line: line, Column: col, Msg: de.Error()}
+		default:
+			return nil, &ConfigError{File: name, Msg: err.Error()}
 		}
-		return nil, &ConfigError{File: name, Msg: err.Error()}
 	}
 	at := func(needle, msg string) error {
 		line, col := locate(data, needle)
 		return &ConfigError{File: name, Line: line, Column: col, Msg: msg}
 	}
 	if f.Rest != "" && f.Rest != "vendor" && f.Rest != "keep" {
-		return nil, at(`rest`, fmt.Sprintf("rest = %q: it is \"vendor\" (GPUs no group selects go to their vendor's driver) or \"keep\" (they stay where they are)", f.Rest))
+		errs = append(errs, at(`rest`, fmt.Sprintf("rest = %q: it is \"vendor\" (GPUs no group selects go to their vendor's driver) or \"keep\" (they stay where they are)", f.Rest)))
 	}
 	if f.Devices != "" {
 		if _, err := pci.ParseSelectors(f.Devices); err != nil {
-			return nil, at(f.Devices, "devices: "+err.Error())
+			errs = append(errs, at(f.Devices, "devices: "+err.Error()))
 		}
 	}
 	if len(f.Groups) == 0 && len(f.Pools) == 0 {
-		return nil, &ConfigError{File: name, Msg: "no [[group]] and no [[pool]]: say which GPUs go to which driver"}
+		errs = append(errs, &ConfigError{File: name, Msg: "no [[group]] and no [[pool]]: say which GPUs go to which driver"})
 	}
 	f.name, f.data = name, data
 	names := map[string]string{}
 	guests := map[int]string{} // container or VM, by id
 	for _, t := range f.tables() {
 		if t.name == "" {
-			return nil, at("[["+t.kind+"]]", fmt.Sprintf("%s %d has no name", t.kind, t.index+1))
-		}
-		if prev, ok := names[t.name]; ok {
-			return nil, at(`"`+t.name+`"`, fmt.Sprintf("a %s and a %s are both named %q", prev, t.kind, t.name))
+			errs = append(errs, at("[["+t.kind+"]]", fmt.Sprintf("%s %d has no name", t.kind, t.index+1)))
+		} else if prev, ok := names[t.name]; ok {
+			errs = append(errs, at(`"`+t.name+`"`, fmt.Sprintf("a %s and a %s are both named %q", prev, t.kind, t.name)))
 		}
 		names[t.name] = t.kind
 		if len(t.sel) == 0 {
-			return nil, at(`"`+t.name+`"`, fmt.Sprintf("%s has no select = [...]: say which GPUs it holds", t.what()))
+			errs = append(errs, at(`"`+t.name+`"`, fmt.Sprintf("%s has no select = [...]: say which GPUs it holds", t.what())))
 		}
 		for _, s := range t.sel {
 			if _, err := pci.ParseSelectors(s); err != nil {
-				return nil, at(`"`+s+`"`, fmt.Sprintf("%s: %v", t.what(), err))
+				errs = append(errs, at(`"`+s+`"`, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
 		if t.kind == "pool" && (t.driver == VFIO || t.driver == None) {
-			return nil, f.at(t, "resting", -1, fmt.Sprintf("%s: resting = %q: a pool rests where its containers use it (its vendor's driver, or another host driver) and goes to vfio-pci only while a VM holds it; GPUs that always belong to VMs are a [[group]] with driver = \"vfio-pci\"", t.what(), t.driver))
-		}
-		if t.driver != Default && t.driver != None {
+			errs = append(errs, f.at(t, "resting", -1, fmt.Sprintf("%s: resting = %q: a pool rests where its containers use it (its vendor's driver, or another host driver) and goes to vfio-pci only while a VM holds it; GPUs that always belong to VMs are a [[group]] with driver = \"vfio-pci\"", t.what(), t.driver)))
+		} else if t.driver != Default && t.driver != None {
 			if err := drivers.Valid(t.driver); err != nil {
-				return nil, f.at(t, t.driverKey, -1, fmt.Sprintf("%s: %v", t.what(), err))
+				errs = append(errs, f.at(t, t.driverKey, -1, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
 		if t.mapping != "" && !mappingID.MatchString(t.mapping) {
-			return nil, f.at(t, "mapping", -1, fmt.Sprintf("%s: mapping = %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_' (what pvesh create /cluster/mapping/pci --id accepts)", t.what(), t.mapping))
+			errs = append(errs, f.at(t, "mapping", -1, fmt.Sprintf("%s: mapping = %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_' (what pvesh create /cluster/mapping/pci --id accepts)", t.what(), t.mapping)))
 		}
 		if t.kind == "pool" && len(t.vms) > 0 && t.mapping == "" {
-			return nil, f.at(t, "vms", -1, fmt.Sprintf("%s: its VMs take the GPUs through a mapping: give it mapping = \"NAME\" (pve sync writes it, and points the VMs' hostpci entries at it)", t.what()))
+			errs = append(errs, f.at(t, "vms", -1, fmt.Sprintf("%s: its VMs take the GPUs through a mapping: give it mapping = \"NAME\" (pve sync writes it, and points the VMs' hostpci entries at it)", t.what())))
 		}
 		if t.kind == "group" {
 			g := f.Groups[t.index]
@@ -180,7 +184,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 				n   int
 			}{{"context", g.Context}, {"concurrency", g.Concurrency}} {
 				if x.n < 0 {
-					return nil, f.at(t, x.key, -1, fmt.Sprintf("%s: %s = %d: a count of tokens or sequences, not negative", t.what(), x.key, x.n))
+					errs = append(errs, f.at(t, x.key, -1, fmt.Sprintf("%s: %s = %d: a count of tokens or sequences, not negative", t.what(), x.key, x.n)))
 				}
 			}
 		}
@@ -190,14 +194,18 @@ func ParseFile(name string, data []byte) (*File, error) {
 		}{{"containers", "container", t.cts}, {"vms", "VM", t.vms}} {
 			for j, id := range list.ids {
 				if id < minGuestID || id > maxGuestID {
-					return nil, f.at(t, list.key, j, fmt.Sprintf("%s: %d is not a Proxmox %s id: ids run from %d to %d", t.what(), id, list.noun, minGuestID, maxGuestID))
+					errs = append(errs, f.at(t, list.key, j, fmt.Sprintf("%s: %d is not a Proxmox %s id: ids run from %d to %d", t.what(), id, list.noun, minGuestID, maxGuestID)))
+					continue
 				}
 				if prev, ok := guests[id]; ok && prev != list.noun {
-					return nil, f.at(t, list.key, j, fmt.Sprintf("%s: %d is named both as a container and as a VM: Proxmox gives each guest its own id; list it under containers or under vms", t.what(), id))
+					errs = append(errs, f.at(t, list.key, j, fmt.Sprintf("%s: %d is named both as a container and as a VM: Proxmox gives each guest its own id; list it under containers or under vms", t.what(), id)))
 				}
 				guests[id] = list.noun
 			}
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &f, nil
 }
