@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -24,38 +23,20 @@ import (
 
 // changeFlags are the flags of the commands that change bindings: apply and rollback.
 type changeFlags struct {
-	dryRun        bool
-	yes           bool
+	writeFlags
 	parallel      int
 	unbindTimeout time.Duration
 }
 
 func (c *changeFlags) register(cmd *cobra.Command) {
+	c.writeFlags.register(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&c.dryRun, "dry-run", false, "print what would change, and change nothing")
-	f.BoolVarP(&c.yes, "yes", "y", false, "do not ask for confirmation (needed when not on a terminal)")
 	f.IntVar(&c.parallel, "parallel", 4, "how many IOMMU groups to move at once")
 	f.DurationVar(&c.unbindTimeout, "unbind-timeout", 15*time.Second, "give up on an unbind that does not return (the device is in use) after this long")
 }
 
 func (c *changeFlags) options(g *globals) bind.Options {
 	return bind.Options{UnbindTimeout: c.unbindTimeout, Parallel: c.parallel, Progress: progress(g)}
-}
-
-// confirm asks before the first change on a terminal; without one, --yes is required.
-func (c *changeFlags) confirm(g *globals, question string) error {
-	if c.yes {
-		return nil
-	}
-	if !g.terminal {
-		return errors.New("nothing was changed: standard input is not a terminal, so there is no one to ask; pass --yes to go ahead")
-	}
-	fmt.Fprintf(g.stderr, "%s [y/N] ", question)
-	line, _ := bufio.NewReader(g.stdin).ReadString('\n')
-	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-		return errors.New("nothing was changed: not confirmed")
-	}
-	return nil
 }
 
 // progress prints each device's steps to standard error as they happen.
@@ -113,6 +94,9 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
   gpusplit --demo apply --vfio numa:1 --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.check(); err != nil {
+				return err
+			}
 			if !c.dryRun {
 				if err := needRoot(g, "apply", "it rebinds PCI devices through /sys and keeps its journal in "+bind.StateDir); err != nil {
 					return err
@@ -164,7 +148,7 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 				}
 				fmt.Fprintln(g.stdout)
 			}
-			if err := c.confirm(g, "Make this change?"); err != nil {
+			if err := c.proceed(g, "Make this change?"); err != nil {
 				return err
 			}
 			ctx, stop := signalContext()

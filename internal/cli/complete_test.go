@@ -63,6 +63,7 @@ func demoSelectors(prefix string) []string {
 }
 
 func TestCompleteValues(t *testing.T) {
+	freshDemo(t) // a dry run under --demo makes the scratch copy
 	checks, afterOff := []string{}, []string{}
 	for _, c := range doctor.Checks {
 		checks = append(checks, c.ID)

@@ -40,6 +40,15 @@ func fixed(args ...string) func(*testing.T, *fixtures) []string {
 	return func(*testing.T, *fixtures) []string { return args }
 }
 
+// onScratch is fixed for a run under --demo that makes the demo's scratch copy (a dry
+// run of a command that writes): it gets a copy of its own.
+func onScratch(args ...string) func(*testing.T, *fixtures) []string {
+	return func(t *testing.T, _ *fixtures) []string {
+		freshDemo(t)
+		return args
+	}
+}
+
 // contractCases are, by command path, the outcomes each command is run to: its work done,
 // "nothing to do", and the refusals and errors that have (or have no) document.
 var contractCases = map[string][]contractCase{
@@ -121,10 +130,10 @@ var contractCases = map[string][]contractCase{
 			}
 			root := f.sample(t)
 			putBinary(t, root, persist.DefaultBinary, 0o755)
-			return []string{"--root", root, "--vfio", "numa:1"}
+			return []string{"--root", root, "--vfio", "numa:1", "--yes"}
 		}},
 	},
-	"gpusplit persist remove": {{name: "nothing installed", args: func(t *testing.T, f *fixtures) []string { return []string{"--root", f.sample(t)} }}},
+	"gpusplit persist remove": {{name: "nothing installed", args: func(t *testing.T, f *fixtures) []string { return []string{"--root", f.sample(t), "--yes"} }}},
 	"gpusplit pve mappings": {
 		{name: "sample host", args: fixed("--demo")},
 		{name: "no pci.cfg", args: func(t *testing.T, f *fixtures) []string {
@@ -136,9 +145,9 @@ var contractCases = map[string][]contractCase{
 		}},
 	},
 	"gpusplit pve sync": {
-		{name: "dry run", args: fixed("--demo", "--vfio", "numa:1")},
+		{name: "dry run", args: onScratch("--demo", "--vfio", "numa:1", "--dry-run")},
 		{name: "written", args: func(t *testing.T, f *fixtures) []string {
-			return []string{"--root", f.sample(t), "--vfio", "numa:1", "--apply"}
+			return []string{"--root", f.sample(t), "--vfio", "numa:1", "--yes"}
 		}},
 		{name: "refused, a VM locked", args: func(t *testing.T, f *fixtures) []string {
 			root := f.sample(t)
@@ -148,20 +157,23 @@ var contractCases = map[string][]contractCase{
 		{name: "nothing to do", args: func(t *testing.T, f *fixtures) []string {
 			root := f.sample(t)
 			f.must(t, "--root", root, "pve", "sync", "--vfio", "numa:1", "--apply")
-			return []string{"--root", root, "--vfio", "numa:1"}
+			return []string{"--root", root, "--vfio", "numa:1", "--yes"}
 		}},
+		{name: "no terminal, no --yes", args: func(t *testing.T, f *fixtures) []string {
+			return []string{"--root", f.sample(t), "--vfio", "numa:1"}
+		}, code: 1, doc: true},
 	},
 	"gpusplit pve vm-layout": {
-		{name: "dry run", args: fixed("--demo", "--vm", "131")},
+		{name: "dry run", args: onScratch("--demo", "--vm", "131", "--dry-run")},
 		{name: "written", args: func(t *testing.T, f *fixtures) []string {
 			return []string{"--root", f.sample(t), "--vm", "131", "--apply"}
 		}},
 		{name: "already laid out", args: func(t *testing.T, f *fixtures) []string {
 			root := f.sample(t)
 			f.must(t, "--root", root, "pve", "vm-layout", "--vm", "131", "--apply")
-			return []string{"--root", root, "--vm", "131"}
+			return []string{"--root", root, "--vm", "131", "--yes"}
 		}},
-		{name: "no such VM", args: fixed("--demo", "--vm", "999"), code: 1},
+		{name: "no such VM", args: onScratch("--demo", "--vm", "999", "--dry-run"), code: 1},
 	},
 	"gpusplit hook": {
 		{name: "a phase with nothing to do", args: fixed("--demo", "131", "post-start")},
@@ -175,22 +187,22 @@ var contractCases = map[string][]contractCase{
 	},
 	"gpusplit pve hook install": {
 		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {
-			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131"}
+			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131", "--dry-run"}
 		}},
 		{name: "written", args: func(t *testing.T, f *fixtures) []string {
-			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131", "--apply"}
+			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131", "--yes"}
 		}},
 		{name: "no storage holds snippets", args: func(t *testing.T, f *fixtures) []string {
 			root := f.sample(t)
 			if err := os.Remove(filepath.Join(root, "etc/pve/storage.cfg")); err != nil {
 				t.Fatal(err)
 			}
-			return []string{"--root", root, "--vm", "131"}
+			return []string{"--root", root, "--vm", "131", "--dry-run"}
 		}, code: 1},
 	},
 	"gpusplit pve hook remove": {
 		{name: "nothing installed", args: func(t *testing.T, f *fixtures) []string {
-			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131"}
+			return []string{"--root", withSnippets(t, f.sample(t)), "--vm", "131", "--yes"}
 		}},
 		{name: "installed", args: func(t *testing.T, f *fixtures) []string {
 			root := withSnippets(t, f.sample(t))
@@ -203,9 +215,9 @@ var contractCases = map[string][]contractCase{
 		{name: "no such guest", args: fixed("--demo", "--vm", "999"), code: 1},
 	},
 	"gpusplit pve p2p-clique": {
-		{name: "refused, whole-slot entries", args: fixed("--demo", "--vm", "131"), code: 1},
+		{name: "refused, whole-slot entries", args: onScratch("--demo", "--vm", "131", "--dry-run"), code: 1},
 		{name: "dry run", args: func(t *testing.T, f *fixtures) []string {
-			return []string{"--root", gpuFunctionVM(t, f.sample(t)), "--vm", "140"}
+			return []string{"--root", gpuFunctionVM(t, f.sample(t)), "--vm", "140", "--dry-run"}
 		}},
 		{name: "written", args: func(t *testing.T, f *fixtures) []string {
 			return []string{"--root", gpuFunctionVM(t, f.sample(t)), "--vm", "140", "--clique", "1", "--apply"}
@@ -239,7 +251,7 @@ var contractCases = map[string][]contractCase{
 		}},
 		{name: "restored", args: func(t *testing.T, f *fixtures) []string {
 			root, id := f.backup(t)
-			return []string{"--root", root, id}
+			return []string{"--root", root, id, "--yes"}
 		}},
 		{name: "no such backup", args: func(t *testing.T, f *fixtures) []string {
 			freshDemo(t)

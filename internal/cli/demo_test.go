@@ -256,6 +256,7 @@ func TestDemoRefusesAForeignCopy(t *testing.T) {
 // A user other than root walks the demo on a scratch copy of their own: needRoot checks
 // the copy as any directory copy, and the copy is theirs.
 func TestDemoNeedsNoRoot(t *testing.T) {
+	freshDemo(t) // a dry run under --demo makes the scratch copy
 	cache := openTempDir(t)
 	if os.Geteuid() == 0 {
 		if err := os.Chown(cache, 65534, 65534); err != nil {

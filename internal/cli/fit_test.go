@@ -261,22 +261,23 @@ func TestPlanModel(t *testing.T) {
 
 // pve sync says the same of the split's models as plan, in its text and its JSON.
 func TestPVESyncModel(t *testing.T) {
+	freshDemo(t) // a dry run under --demo makes the scratch copy
 	dir := t.TempDir()
 	abs, _ := filepath.Abs(referenceModel)
 	with := strings.Replace(docs.SplitTOML, `model = "/tank/models/Qwen3.5-397B-A17B-NVFP4"`, `model = "`+abs+`"`, 1)
 	os.WriteFile(filepath.Join(dir, "with.toml"), []byte(with), 0o644)
-	out, _, _ := run(t, "--demo", "pve", "sync", "--config", filepath.Join(dir, "with.toml"))
+	out, _, _ := run(t, "--demo", "pve", "sync", "--dry-run", "--config", filepath.Join(dir, "with.toml"))
 	if want := `model of group "inference" (container 129) after the split: ` + abs + ` on 4 GPUs does not fit: no placement holds the 16 sequences`; !strings.Contains(out, want) {
 		t.Errorf("no %q in\n%s", want, out)
 	}
-	js, _, _ := run(t, "--demo", "pve", "sync", "--config", filepath.Join(dir, "with.toml"), "-o", "json")
+	js, _, _ := run(t, "--demo", "pve", "sync", "--dry-run", "--config", filepath.Join(dir, "with.toml"), "-o", "json")
 	var doc struct {
 		Models []planModelJSON `json:"models"`
 	}
 	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Models) != 1 || doc.Models[0].Verdict != "does not fit" {
 		t.Errorf("%v %+v\n%s", err, doc.Models, js)
 	}
-	if out, _, _ := run(t, "--demo", "pve", "sync", "--vfio", "numa:1"); strings.Contains(out, "model of") {
+	if out, _, _ := run(t, "--demo", "pve", "sync", "--dry-run", "--vfio", "numa:1"); strings.Contains(out, "model of") {
 		t.Errorf("--vfio names no model:\n%s", out)
 	}
 }

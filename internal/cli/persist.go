@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -108,16 +109,19 @@ func newPersistShow(g *globals) *cobra.Command {
 
 func newPersistInstall(g *globals) *cobra.Command {
 	var f persistFlags
-	var dryRun bool
+	var w writeFlags
 	cmd := &cobra.Command{
 		Use:   "install",
-		Short: "Write the udev rule, modprobe.d hook and systemd unit, and enable the unit",
+		Short: "Write the udev rule, modprobe.d hook and systemd unit, and enable the unit (shows them, then asks)",
 		Example: `  sudo gpusplit persist install
-  sudo gpusplit persist install --vfio numa:1
+  sudo gpusplit persist install --vfio numa:1 --yes
   sudo gpusplit persist install --binary /usr/bin/gpusplit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !dryRun {
+			if err := w.check(); err != nil {
+				return err
+			}
+			if w.writing() {
 				if err := needRoot(g, "persist install", "it writes /etc/udev, /etc/modprobe.d, /etc/systemd and /usr/lib/gpusplit", persist.Dirs()...); err != nil {
 					return err
 				}
@@ -134,45 +138,95 @@ func newPersistInstall(g *globals) *cobra.Command {
 			if len(f.vfio) > 0 {
 				files = append([]persist.File{{Path: bf.Config, Mode: 0o644, Content: persist.VFIOConfig(g.devices, f.vfio, f.allowShared)}}, files...)
 			}
-			doc, err := bf.InstallBoot(h, files, dryRun, g.persistStep(h))
+			// The check, shown: the files, the binary, every reason to stop.
+			doc, err := bf.InstallBoot(h, files, true, g.persistStep(h))
+			stop := err != nil || w.dryRun
+			// With --yes, -o json is the result alone.
+			if stop || !g.json() || !w.confirmed() {
+				if g.json() {
+					if jerr := g.writeJSON(doc); jerr != nil {
+						return jerr
+					}
+				} else {
+					bf.WriteDryRun(g.stdout, files)
+					if err == nil && w.dryRun {
+						fmt.Fprintln(g.stdout, "dry run: nothing was written.")
+					}
+				}
+			}
+			if stop {
+				return err
+			}
+			if err := w.proceed(g, "Install these files?"); err != nil {
+				return err
+			}
+			doc, err = bf.InstallBoot(h, files, false, g.persistStep(h))
 			switch {
 			case g.json():
 				if jerr := g.writeJSON(doc); jerr != nil {
 					return jerr
 				}
-			case dryRun:
-				bf.WriteDryRun(g.stdout, files)
-				if err == nil {
-					fmt.Fprintln(g.stdout, "dry run: nothing was written.")
-				}
-			default:
+			case err == nil:
 				printNotes(g, doc.Notes)
 			}
 			return err
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the files and the reasons install would stop; write nothing")
+	w.register(cmd)
 	return cmd
 }
 
 func newPersistRemove(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var w writeFlags
+	cmd := &cobra.Command{
 		Use:   "remove",
-		Short: "Disable the unit and remove the udev rule, modprobe.d hook and unit",
+		Short: "Disable the unit and remove the udev rule, modprobe.d hook and unit (shows them, then asks)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := needRoot(g, "persist remove", "it removes files from /etc and disables a systemd unit", persist.Dirs()...); err != nil {
+			if err := w.check(); err != nil {
 				return err
+			}
+			if w.writing() {
+				if err := needRoot(g, "persist remove", "it removes files from /etc and disables a systemd unit", persist.Dirs()...); err != nil {
+					return err
+				}
 			}
 			h, err := g.host()
 			if err != nil {
 				return err
 			}
-			if !h.Writable() {
-				return fmt.Errorf("cannot remove from %s: %w", h.Root(), errSnapshot)
+			// The check, shown: the files that go.
+			doc := persist.RemoveCheck(h)
+			stop := len(doc.Problems) > 0 || w.dryRun || len(doc.Files) == 0
+			// With --yes, -o json is the result alone.
+			if stop || !g.json() || !w.confirmed() {
+				if g.json() {
+					if jerr := g.writeJSON(doc); jerr != nil {
+						return jerr
+					}
+				} else {
+					for _, f := range doc.Files {
+						fmt.Fprintf(g.stdout, "remove     %s\n", f.Path)
+					}
+					if len(doc.Files) == 0 {
+						fmt.Fprintln(g.stdout, "none of persist's files is installed: nothing to remove.")
+					}
+				}
 			}
-			doc, err := persist.Uninstall(h, g.persistStep(h))
+			if len(doc.Problems) > 0 {
+				return fmt.Errorf("nothing was removed: %s", strings.Join(doc.Problems, "; "))
+			}
+			if w.dryRun || len(doc.Files) == 0 {
+				if w.dryRun && !g.json() && len(doc.Files) > 0 {
+					fmt.Fprintln(g.stdout, "dry run: nothing was removed; without --dry-run the unit is disabled and these files removed.")
+				}
+				return nil
+			}
+			if err := w.proceed(g, "Disable the unit and remove these files?"); err != nil {
+				return err
+			}
+			doc, err = persist.Uninstall(h, g.persistStep(h))
 			if g.json() {
 				if jerr := g.writeJSON(doc); jerr != nil {
 					return jerr
@@ -186,6 +240,8 @@ func newPersistRemove(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	w.register(cmd)
+	return cmd
 }
 
 // persistStep tells a person what persist install or remove does as it does it; JSON

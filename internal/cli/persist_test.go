@@ -172,7 +172,7 @@ func testInstallBinary(t *testing.T, root string, reset func()) {
 		t.Run(c.name, func(t *testing.T) {
 			defer reset()
 			putBinary(t, root, c.put, 0o755)
-			args := []string{"--root", root, "persist", "install", "--vfio", "numa:1"}
+			args := []string{"--root", root, "persist", "install", "--vfio", "numa:1", "--yes"}
 			if c.binary != "" {
 				args = append(args, "--binary", c.binary)
 			}
@@ -242,7 +242,7 @@ func testInstallSyncProxmox(t *testing.T, root string, reset func()) {
 		if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, stderr, err := run(t, "--root", root, "persist", "install", "--config", config); err != nil {
+		if _, stderr, err := run(t, "--root", root, "persist", "install", "--config", config, "--yes"); err != nil {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
 		unit, err := os.ReadFile(filepath.Join(root, persist.Unit))

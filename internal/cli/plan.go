@@ -81,7 +81,7 @@ func writeChange(w io.Writer, pl *planned, ch *split.Change, width int) error {
 	if err := pl.plan.WriteText(w, pl.inv.Root, width); err != nil {
 		return err
 	}
-	ch.WriteText(w)
+	ch.WriteText(w, width)
 	return nil
 }
 

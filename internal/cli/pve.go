@@ -88,11 +88,12 @@ func newPVEMappings(g *globals) *cobra.Command {
 
 func newPVESync(g *globals) *cobra.Command {
 	var d desiredFlags
-	var apply, dryRun, force bool
+	var w writeFlags
+	var force bool
 	var vmMapping string
 	cmd := &cobra.Command{
 		Use:   "sync",
-		Short: "Make Proxmox's mappings, containers and VMs match the split (diffs; --apply writes)",
+		Short: "Make Proxmox's mappings, containers and VMs match the split (shows the diffs, then asks)",
 		Long: `Make Proxmox match the split (from ` + "--vfio" + ` or the desired state file, as for plan):
 
   - the mapping of the vfio-pci side (the desired state's group mapping, or the existing
@@ -106,44 +107,82 @@ func newPVESync(g *globals) *cobra.Command {
     machine, x-vga off for compute GPUs, and numa: 1 with numaN entries bound to the
     GPUs' host NUMA nodes.
 
-Without --apply it changes nothing and prints a unified diff of every file it would
-change, with what to know about each (a running guest sees changes at its next start).
---apply writes them as Proxmox does: under its locks, to <file>.tmp.<pid> then renamed,
-refusing a file changed since it was read or a guest config with a lock, and keeping the
-previous version under ` + pve.BackupDir + `.`,
+It prints a unified diff of every file it would change, with what to know about each (a
+running guest sees changes at its next start), then asks (--yes: it does not ask;
+--dry-run: it stops there). It writes them as Proxmox does: under its locks, to
+<file>.tmp.<pid> then renamed, refusing a file changed since it was shown or a guest
+config with a lock, and keeping the previous version under ` + pve.BackupDir + `.`,
 		Example: `  gpusplit --demo pve sync --vfio numa:1 --dry-run
-  sudo gpusplit pve sync --apply`,
+  sudo gpusplit pve sync --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if apply && dryRun {
-				return errors.New("--apply and --dry-run contradict each other; use one")
+			if err := w.check(); err != nil {
+				return err
 			}
 			if vmMapping != "" && !plan.ValidMappingID(vmMapping) {
 				return fmt.Errorf("--vm-mapping %q is not a Proxmox mapping id: a letter, then at least one more letter, digit, '-' or '_'", vmMapping)
 			}
-			if apply {
-				if err := needRoot(g, "pve sync --apply", "it writes /etc/pve and takes Proxmox's locks", append(pve.WriteDirs, bind.LockDir)...); err != nil {
+			if w.writing() {
+				if err := needRoot(g, "pve sync", "it writes /etc/pve and takes Proxmox's locks", append(pve.WriteDirs, bind.LockDir)...); err != nil {
 					return err
 				}
-				// The driver lock first (docs/handoff.md, "Locks"): no GPU moves between
-				// the read of the drivers and the write of what follows from them.
-				_, lock, err := g.lockedHost()
-				if err != nil {
-					return err
-				}
-				defer lock.Unlock()
 			}
 			pl, err := d.plan(g)
 			if err != nil {
 				return err
 			}
-			return syncProxmox(g, pl, pve.SyncOptions{VMMapping: vmMapping}, syncMode{apply: apply, force: force, command: "pve sync --apply", models: splitModels(g, pl, &d)})
+			o := pve.SyncOptions{VMMapping: vmMapping}
+			mode := syncMode{force: force, dryRun: w.dryRun, command: "pve sync", models: splitModels(g, pl, &d)}
+			shown, err := runSync(pl, o, mode)
+			if shown == nil {
+				return err
+			}
+			stop := err != nil || w.dryRun || len(shown.Changes) == 0
+			// With --yes, -o json is the result alone.
+			if stop || !g.json() || !w.confirmed() {
+				if jerr := showSync(g, pl, shown, mode); jerr != nil {
+					return jerr
+				}
+			}
+			if stop {
+				if refused(shown.Changes) && !force {
+					return fmt.Errorf("%w\n--force writes a refused result all the same", stopped(err, shown.Problems))
+				}
+				return stopped(err, shown.Problems)
+			}
+			if err := w.proceed(g, fmt.Sprintf("Write %s?", plural.S(len(shown.Changes), "file"))); err != nil {
+				return err
+			}
+			// The driver lock, then the host read again (docs/handoff.md, "Locks"): no
+			// GPU moves between the read of the drivers and the write of what follows
+			// from them, and what is written is what was shown (pve.SyncMode.Shown).
+			_, lock, err := g.lockedHost()
+			if err != nil {
+				return err
+			}
+			defer lock.Unlock()
+			if pl, err = d.plan(g); err != nil {
+				return fmt.Errorf("nothing was written: %w", err)
+			}
+			mode.apply, mode.shown = true, shown.Changes
+			doc, err := runSync(pl, o, mode)
+			if doc == nil {
+				return err
+			}
+			doc.Models = mode.models
+			if g.json() {
+				if jerr := g.writeJSON(doc); jerr != nil {
+					return jerr
+				}
+				return err
+			}
+			printWritten(g, pl, doc)
+			return err
 		},
 	}
 	d.register(cmd)
+	w.register(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&apply, "apply", false, "write the changes")
-	f.BoolVar(&dryRun, "dry-run", false, "print the diffs and change nothing (the default)")
 	f.BoolVar(&force, "force", false, "write a result that the checks refuse (a VM with more hostpci entries than its mapping has GPUs, mapping entries that no longer match the host, merging into another node's mapping)")
 	f.StringVar(&vmMapping, "vm-mapping", "", "the mapping of the vfio-pci side (default: the existing mapping's name plus -vm)")
 	return cmd
@@ -157,16 +196,18 @@ type syncDoc struct {
 	Models []planModelJSON `json:"models,omitempty"`
 }
 
-// syncMode is how a sync runs: a dry run, or --apply; --force writes past refusals.
-// command names what writes, for the backups.
+// syncMode is how a sync runs: a check (a dry run, or before the question), or the
+// write of what was shown; --force writes past refusals. command names what writes,
+// for the backups.
 type syncMode struct {
-	apply, force bool
-	command      string
-	models       []planModelJSON // pve sync's: the split's models and whether they fit
+	apply, force, dryRun bool
+	command              string
+	shown                []pve.SyncChange
+	models               []planModelJSON // pve sync's: the split's models and whether they fit
 }
 
-// errSyncStops ends a dry run that found reasons --apply would stop.
-var errSyncStops = errors.New("--apply would stop, for the reasons above; nothing was written")
+// errSyncStops ends a check that found reasons the write would stop.
+var errSyncStops = errors.New("nothing was written: the write would stop, for the reasons above")
 
 // pveErr words a pve error's way out with the command line's flags: a check that found
 // what would stop the write says what --apply would do, a refused sync what --force does.
@@ -183,33 +224,30 @@ func pveErr(err error) error {
 
 // runSync runs pve.RunSync on a planned split.
 func runSync(pl *planned, o pve.SyncOptions, mode syncMode) (*syncDoc, error) {
-	rep, err := pve.RunSync(pl.h, pl.inv, pl.plan, pl.desired, o, pve.SyncMode{Apply: mode.apply, Force: mode.force, Command: mode.command})
+	rep, err := pve.RunSync(pl.h, pl.inv, pl.plan, pl.desired, o, pve.SyncMode{Apply: mode.apply, Force: mode.force, Command: mode.command, Shown: mode.shown})
 	if rep == nil {
 		return nil, err
 	}
 	return &syncDoc{SyncReport: rep}, pveErr(err)
 }
 
-// syncProxmox runs the sync and prints it: the diffs with their notes and refusals, what
-// stops --apply, and what was written; or JSON.
-func syncProxmox(g *globals, pl *planned, o pve.SyncOptions, mode syncMode) error {
-	doc, err := runSync(pl, o, mode)
-	if doc == nil {
-		return err
-	}
-	doc.Models = mode.models
-	if g.json() {
-		if jerr := g.writeJSON(doc); jerr != nil {
-			return jerr
+// refused says a check found results the sync refuses, which --force writes.
+func refused(changes []pve.SyncChange) bool {
+	for _, c := range changes {
+		if len(c.Refusals) > 0 {
+			return true
 		}
-		return err
 	}
-	printSync(g, pl, doc, mode)
-	writeSplitModels(g.stdout, mode.models)
-	return err
+	return false
 }
 
-func printSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) {
+// showSync prints the check of a sync: the diffs with their notes and refusals, and
+// what stops the write; or JSON.
+func showSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) error {
+	doc.Models = mode.models
+	if g.json() {
+		return g.writeJSON(doc)
+	}
 	if len(doc.Changes) == 0 {
 		fmt.Fprintf(g.stdout, "%s: Proxmox already matches the split.\n", pl.h.Root())
 	}
@@ -231,27 +269,34 @@ func printSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) {
 		fmt.Fprintf(g.stdout, "note: %s\n", n)
 	}
 	switch {
-	case !mode.apply && len(doc.Problems) > 0:
-		fmt.Fprintf(g.stdout, "dry run: nothing was written; --apply would stop (%s):\n", plural.S(len(doc.Problems), "problem"))
+	case len(doc.Problems) > 0:
+		fmt.Fprintf(g.stdout, "nothing was written; the write would stop (%s):\n", plural.S(len(doc.Problems), "problem"))
 		for _, p := range doc.Problems {
 			fmt.Fprintf(g.stdout, "  %s\n", p)
 		}
-	case !mode.apply && len(doc.Changes) > 0:
+	case len(doc.Changes) > 0:
 		if !pl.h.Writable() {
 			fmt.Fprintf(g.stdout, "note: %s is a snapshot: the locks and the files' permissions are checked on the host itself.\n", pl.h.Root())
 		}
-		fmt.Fprintln(g.stdout, "dry run: nothing was written; --apply writes these changes.")
-	case mode.apply && len(doc.Files) > 0:
-		written := 0
-		for _, f := range doc.Files {
-			fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
-			if f.Outcome == pve.Written {
-				written++
-			}
+		if mode.dryRun {
+			fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run these changes are written.")
 		}
-		if doc.Applied {
-			fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), rootedPath(pl.h, pve.BackupDir))
+	}
+	writeSplitModels(g.stdout, mode.models)
+	return nil
+}
+
+// printWritten says what a sync wrote, file by file.
+func printWritten(g *globals, pl *planned, doc *syncDoc) {
+	written := 0
+	for _, f := range doc.Files {
+		fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
+		if f.Outcome == pve.Written {
+			written++
 		}
+	}
+	if doc.Applied {
+		fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), rootedPath(pl.h, pve.BackupDir))
 	}
 }
 

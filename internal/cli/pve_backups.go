@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -66,13 +67,16 @@ it. After each write the oldest backups of each file beyond the last ` + fmt.Spr
 }
 
 func newPVEBackupsRestore(g *globals) *cobra.Command {
-	var dryRun bool
+	var w writeFlags
 	cmd := &cobra.Command{
 		Use:   "restore ID",
-		Short: "Put a backup back in place, as one checked write with a backup of its own",
+		Short: "Put a backup back in place, as one checked write with a backup of its own (shows the diff, then asks)",
 		Args:  exactArgs(1, "pve backups restore needs the ID of a backup (gpusplit pve backups lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !dryRun {
+			if err := w.check(); err != nil {
+				return err
+			}
+			if w.writing() {
 				if err := needRoot(g, "pve backups restore", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {
 					return err
 				}
@@ -81,8 +85,25 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			doc, err := pve.RestoreBackup(h, args[0], dryRun, "pve backups restore "+args[0])
+			command := "pve backups restore " + args[0]
+			doc, err := pve.RestoreBackup(h, args[0], true, command, nil)
 			if doc == nil {
+				return err
+			}
+			stop := err != nil || w.dryRun || doc.Diff == ""
+			// With --yes, -o json is the result alone.
+			if stop || !g.json() || !w.confirmed() {
+				if jerr := showRestore(g, doc, w.dryRun); jerr != nil {
+					return jerr
+				}
+			}
+			if stop {
+				return err
+			}
+			if err := w.proceed(g, "Restore backup "+args[0]+"?"); err != nil {
+				return err
+			}
+			if doc, err = pve.RestoreBackup(h, args[0], false, command, doc); doc == nil {
 				return err
 			}
 			if g.json() {
@@ -94,21 +115,34 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 			for _, f := range doc.Files {
 				fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
 			}
-			switch {
-			case err != nil:
-				return err
-			case len(doc.Files) == 0:
-				fmt.Fprintf(g.stdout, "the file already holds backup %s: nothing to restore.\n", args[0])
-			case dryRun:
-				fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run the backup is put back.")
-			default:
+			if err == nil {
 				fmt.Fprintf(g.stdout, "restored %s; the version it replaced is in %s.\n", args[0], rootedPath(h, pve.BackupDir))
 			}
-			return nil
+			return err
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the restore (locks, lock:, permissions) and change nothing")
+	w.register(cmd)
 	return cmd
+}
+
+// showRestore prints the check of a restore: the diff, and what would stop it.
+func showRestore(g *globals, doc *pve.RestoreReport, dryRun bool) error {
+	if g.json() {
+		return g.writeJSON(doc)
+	}
+	switch {
+	case doc.Diff == "":
+		fmt.Fprintf(g.stdout, "the file already holds backup %s: nothing to restore.\n", doc.ID)
+	case len(doc.Problems) > 0:
+		fmt.Fprint(g.stdout, doc.Diff)
+		fmt.Fprintf(g.stdout, "nothing was written; the restore would stop:\n  %s\n", strings.Join(doc.Problems, "\n  "))
+	default:
+		fmt.Fprint(g.stdout, doc.Diff)
+		if dryRun {
+			fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run the backup is put back.")
+		}
+	}
+	return nil
 }
 
 func newPVEBackupsPrune(g *globals) *cobra.Command {

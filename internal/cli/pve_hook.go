@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
@@ -174,10 +175,10 @@ const binaryAdvice = ", or name such a file with --binary PATH"
 func newPVEHookChange(g *globals, verb string) *cobra.Command {
 	var gf guestFlags
 	var storage, binary, deadline string
-	var apply, dryRun bool
+	var w writeFlags
 	short := map[string]string{
-		"install": "Make gpusplit hook the guest's hookscript, chaining one it has (diff; --apply writes)",
-		"remove":  "Take gpusplit hook away from the guest, putting back a hookscript it chained (diff; --apply writes)",
+		"install": "Make gpusplit hook the guest's hookscript, chaining one it has (shows the diff, then asks)",
+		"remove":  "Take gpusplit hook away from the guest, putting back a hookscript it chained (shows the diff, then asks)",
 	}[verb]
 	cmd := &cobra.Command{
 		Use:   verb,
@@ -188,8 +189,8 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if apply && dryRun {
-				return errors.New("--apply and --dry-run contradict each other; use one")
+			if err := w.check(); err != nil {
+				return err
 			}
 			var d time.Duration
 			if deadline != "" {
@@ -197,8 +198,8 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 					return fmt.Errorf("--deadline %q: give a duration above 0 and at most %s, such as 5m", deadline, pve.MaxHookDeadline)
 				}
 			}
-			if apply {
-				if err := needRoot(g, "pve hook "+verb+" --apply", "it writes /etc/pve and a storage's snippets", pve.WriteDirs...); err != nil {
+			if w.writing() {
+				if err := needRoot(g, "pve hook "+verb, "it writes /etc/pve and a storage's snippets", pve.WriteDirs...); err != nil {
 					return err
 				}
 			}
@@ -206,66 +207,37 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := pve.HookOptions{Storage: storage, Binary: binary, Deadline: d, Apply: apply, Command: "pve hook " + verb}
-			if apply {
-				o.Command += " --apply"
-			}
+			o := pve.HookOptions{Storage: storage, Binary: binary, Deadline: d, Command: "pve hook " + verb}
 			change := pve.RemoveHook
 			if verb == "install" {
 				change = pve.InstallHook
 			}
-			doc, werr := change(h, kind, id, o)
-			var sc *pve.StorageChangeError
-			var refused *pve.BinaryRefusedError
-			switch {
-			case errors.As(werr, &refused):
-				return fmt.Errorf("%s; nothing was changed", refused.Message(binaryAdvice))
-			case errors.As(werr, &sc):
-				return fmt.Errorf("%s's hookscript %s is missing on this node: install writes it again on storage %s, as the config (every node's) names it; --storage %s would change it for every node", sc.Guest, sc.Hookscript, sc.Storage, sc.Named)
-			}
+			// The check, shown; then, asked, the write of what was shown.
+			doc, err := hookChange(g, h, change, kind, id, o)
 			if doc == nil {
-				return werr
+				return err
 			}
-			if doc.Refused != nil {
-				doc.Problems = append(doc.Problems, doc.Refused.Message(binaryAdvice))
-			}
-			path := pve.GuestPath(kind, id)
-			if g.json() {
-				if err := g.writeJSON(doc); err != nil {
-					return err
-				}
-				return pveErr(werr)
-			}
-			w := g.stdout
-			if doc.Diff == "" && doc.Removed == "" && len(doc.Problems) == 0 {
-				fmt.Fprintf(w, "%s %d: nothing to change (hookscript: %s)\n", doc.Kind, id, orNone(doc.Hookscript))
-			} else {
-				fmt.Fprint(w, doc.Diff)
-				switch {
-				case doc.Removed != "" && apply && werr == nil:
-					fmt.Fprintf(w, "removed %s: no guest names it any more.\n", doc.Removed)
-				case doc.Removed != "":
-					fmt.Fprintf(w, "--apply removes %s: no guest names it any more.\n", doc.Removed)
-				}
-				printGuestWrite(g, h, path, apply, doc.Applied, doc.Problems)
-			}
-			if doc.Kept != "" {
-				fmt.Fprintf(w, "%s is kept: %s still %s it.\n", doc.Kept, strings.Join(doc.UsedBy, ", "), map[bool]string{true: "names", false: "name"}[len(doc.UsedBy) == 1])
-			}
-			if doc.Binary != nil {
-				g.warn(doc.Binary.Notes)
-			}
-			if verb == "install" {
-				if apply && doc.Applied && kind == pve.QEMU {
-					fmt.Fprintf(w, "VM %d's GPUs follow it from its next start on this node (gpusplit hook %d pre-start).\n", id, id)
-				}
-				printNodes(g, doc, kind, id)
-			} else {
-				for _, n := range doc.Notes {
-					fmt.Fprintf(w, "note: %s\n", n)
+			stop := err != nil || w.dryRun || (doc.Diff == "" && doc.Removed == "")
+			// With --yes, -o json is the result alone.
+			if stop || !g.json() || !w.confirmed() {
+				if jerr := showHook(g, h, doc, verb, kind, id, w.dryRun, false); jerr != nil {
+					return jerr
 				}
 			}
-			return pveErr(werr)
+			if stop {
+				return stopped(err, doc.Problems)
+			}
+			if err := w.proceed(g, fmt.Sprintf("Change %s %d's hookscript?", doc.Kind, id)); err != nil {
+				return err
+			}
+			o.Apply, o.Shown = true, doc
+			if doc, err = hookChange(g, h, change, kind, id, o); doc == nil {
+				return err
+			}
+			if jerr := showHook(g, h, doc, verb, kind, id, false, err == nil); jerr != nil {
+				return jerr
+			}
+			return err
 		},
 	}
 	gf.register(cmd)
@@ -274,7 +246,65 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 		cmd.Flags().StringVar(&binary, "binary", "", "the gpusplit the snippet runs, as the host sees it (default "+persist.DefaultBinary+"): root's, writable by root alone, in directories only root can change")
 		cmd.Flags().StringVar(&deadline, "deadline", "", "pass gpusplit hook --deadline DURATION: a bound on each phase (at most 30m; default: none passed)")
 	}
-	cmd.Flags().BoolVar(&apply, "apply", false, "write the change")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the change and write nothing (the default)")
+	w.register(cmd)
 	return cmd
+}
+
+// hookChange runs an install or remove, and words its refusals with the flags.
+func hookChange(g *globals, h *host.Host, change func(*host.Host, string, int, pve.HookOptions) (*pve.HookReport, error), kind string, id int, o pve.HookOptions) (*pve.HookReport, error) {
+	doc, err := change(h, kind, id, o)
+	var sc *pve.StorageChangeError
+	var refused *pve.BinaryRefusedError
+	switch {
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("%s; nothing was changed", refused.Message(binaryAdvice))
+	case errors.As(err, &sc):
+		return nil, fmt.Errorf("%s's hookscript %s is missing on this node: install writes it again on storage %s, as the config (every node's) names it; --storage %s would change it for every node", sc.Guest, sc.Hookscript, sc.Storage, sc.Named)
+	case doc == nil:
+		return nil, err
+	}
+	if doc.Refused != nil {
+		doc.Problems = append(doc.Problems, doc.Refused.Message(binaryAdvice))
+	}
+	return doc, pveErr(err)
+}
+
+// showHook prints an install or remove: its check (dryRun: a dry run's), or what it
+// wrote (written); or JSON.
+func showHook(g *globals, h *host.Host, doc *pve.HookReport, verb, kind string, id int, dryRun, written bool) error {
+	if g.json() {
+		return g.writeJSON(doc)
+	}
+	w := g.stdout
+	if doc.Diff == "" && doc.Removed == "" && len(doc.Problems) == 0 {
+		fmt.Fprintf(w, "%s %d: nothing to change (hookscript: %s)\n", doc.Kind, id, orNone(doc.Hookscript))
+	} else if written {
+		if doc.Removed != "" {
+			fmt.Fprintf(w, "removed %s: no guest names it any more.\n", doc.Removed)
+		}
+		fmt.Fprintf(w, "wrote %s; the previous version is in %s.\n", pve.GuestPath(kind, id), rootedPath(h, pve.BackupDir))
+	} else {
+		fmt.Fprint(w, doc.Diff)
+		if doc.Removed != "" {
+			fmt.Fprintf(w, "the change removes %s: no guest names it any more.\n", doc.Removed)
+		}
+		printGuestCheck(g, h, &writeFlags{dryRun: dryRun}, doc.Problems)
+	}
+	if doc.Kept != "" {
+		fmt.Fprintf(w, "%s is kept: %s still %s it.\n", doc.Kept, strings.Join(doc.UsedBy, ", "), map[bool]string{true: "names", false: "name"}[len(doc.UsedBy) == 1])
+	}
+	if doc.Binary != nil {
+		g.warn(doc.Binary.Notes)
+	}
+	if verb == "install" {
+		if written && kind == pve.QEMU {
+			fmt.Fprintf(w, "VM %d's GPUs follow it from its next start on this node (gpusplit hook %d pre-start).\n", id, id)
+		}
+		printNodes(g, doc, kind, id)
+	} else {
+		for _, n := range doc.Notes {
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
+	}
+	return nil
 }

@@ -14,24 +14,22 @@ import (
 
 // p2pCliqueDoc is pve p2p-clique -o json (docs/json.md).
 type p2pCliqueDoc struct {
-	VMID     int                 `json:"vmid"`
-	Path     string              `json:"path"`
-	Clique   int                 `json:"clique"`
-	Verdict  vmlayout.P2PVerdict `json:"verdict"`
-	Diff     string              `json:"diff"`
-	Notes    []string            `json:"notes"`
-	Applied  bool                `json:"applied"`
-	Problems []string            `json:"problems"`
-	Files    []pve.FileResult    `json:"files"`
+	VMID    int                 `json:"vmid"`
+	Path    string              `json:"path"`
+	Clique  int                 `json:"clique"`
+	Verdict vmlayout.P2PVerdict `json:"verdict"`
+	Diff    string              `json:"diff"`
+	Notes   []string            `json:"notes"`
+	guestWrite
 }
 
 func newPVEP2PClique(g *globals) *cobra.Command {
 	var vmid, clique int
-	var apply, dryRun bool
+	var w writeFlags
 	var p2pFile string
 	cmd := &cobra.Command{
 		Use:   "p2p-clique",
-		Short: "Let the NVIDIA driver in a VM use peer access between its GPUs (x-nv-gpudirect-clique; diff, --apply writes)",
+		Short: "Let the NVIDIA driver in a VM use peer access between its GPUs (x-nv-gpudirect-clique; shows the diff, then asks)",
 		Long: `Put a VM's passed-through GPUs into one gpudirect clique: QEMU's x-nv-gpudirect-clique
 property of vfio-pci tells the NVIDIA driver in the guest which GPUs may use peer access to
 each other, which it cannot tell from the flat PCIe tree a VM has. The property is set on
@@ -44,16 +42,16 @@ SEV-SNP forcing translation, a saved p2p run that found corruption: --p2p FILE),
 entries that pass several functions (a whole slot, GPU and HDMI audio): qemu-server names
 those hostpciN.0, hostpciN.1, which QEMU's -set cannot reach.
 
-Without --apply it changes nothing and prints the diff; --apply writes it under Proxmox's
-lock, with a backup. It takes effect at the VM's next start. In the guest, check it with
+It prints the diff, then asks (--yes: it does not ask; --dry-run: it stops there), and
+writes it under Proxmox's lock, with a backup. It takes effect at the VM's next start. In the guest, check it with
 nvidia-smi topo -p2p r, or gpusplit p2p; undo it by removing the -set options (or the
 property) from args, or with the backup. docs/vm-topology.md has the details.`,
 		Example: `  gpusplit --demo pve p2p-clique --vm 131
-  sudo gpusplit pve p2p-clique --vm 131 --p2p /root/p2p.json --apply`,
+  sudo gpusplit pve p2p-clique --vm 131 --p2p /root/p2p.json --yes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if apply && dryRun {
-				return errors.New("--apply and --dry-run contradict each other; use one")
+			if err := w.check(); err != nil {
+				return err
 			}
 			if vmid == 0 {
 				h, err := g.host()
@@ -62,8 +60,8 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 				}
 				return fmt.Errorf("--vm names the VM whose GPUs go into the clique; %s", pve.GuestChoice(h, pve.QEMU))
 			}
-			if apply {
-				if err := needRoot(g, "pve p2p-clique --apply", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {
+			if w.writing() {
+				if err := needRoot(g, "pve p2p-clique", "it writes /etc/pve and takes Proxmox's locks", pve.WriteDirs...); err != nil {
 					return err
 				}
 			}
@@ -106,28 +104,19 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 				doc.Notes = append(doc.Notes, fmt.Sprintf("VM %d is running: the clique takes effect when it is stopped and started again", vmid))
 			}
 			doc.Diff = pve.Diff(doc.Path, old, guest.String())
-			var werr error
-			doc.Files, doc.Problems, doc.Applied, werr = pve.WriteGuest(h, "pve p2p-clique --apply", apply, pve.Edit{Path: doc.Path, Old: old, New: guest.String()})
-			if g.json() {
-				if err := g.writeJSON(doc); err != nil {
-					return err
+			return writeGuest(g, h, &w, "pve p2p-clique", pve.Edit{Path: doc.Path, Old: old, New: guest.String()}, &doc.guestWrite, &doc, func() {
+				fmt.Fprint(g.stdout, doc.Diff)
+				for _, n := range doc.Notes {
+					fmt.Fprintf(g.stdout, "# %s\n", n)
 				}
-				return pveErr(werr)
-			}
-			fmt.Fprint(g.stdout, doc.Diff)
-			for _, n := range doc.Notes {
-				fmt.Fprintf(g.stdout, "# %s\n", n)
-			}
-			fmt.Fprintln(g.stdout, "# in the guest, after its next start: nvidia-smi topo -p2p r shows OK between these GPUs, and gpusplit p2p measures them")
-			printGuestWrite(g, h, doc.Path, apply, doc.Applied, doc.Problems)
-			return pveErr(werr)
+				fmt.Fprintln(g.stdout, "# in the guest, after its next start: nvidia-smi topo -p2p r shows OK between these GPUs, and gpusplit p2p measures them")
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&vmid, "vm", 0, "the VM whose GPUs go into the clique")
 	f.IntVar(&clique, "clique", 0, fmt.Sprintf("the clique id, 0 to %d (VMs never share one: it only names GPUs within a VM)", vmlayout.MaxClique))
 	f.StringVar(&p2pFile, "p2p", "", "a gpusplit p2p result saved on this host (p2p --save): a corrupt pair of the VM's GPUs refuses the clique")
-	f.BoolVar(&apply, "apply", false, "write the change")
-	f.BoolVar(&dryRun, "dry-run", false, "print the diff and change nothing (the default)")
+	w.register(cmd)
 	return cmd
 }

@@ -11,13 +11,14 @@ import (
 )
 
 func TestPVEVMLayout(t *testing.T) {
-	out := mustRun(t, "--demo", "pve", "vm-layout", "--vm", "131")
+	freshDemo(t) // a dry run under --demo makes the scratch copy
+	out := mustRun(t, "--demo", "pve", "vm-layout", "--vm", "131", "--dry-run")
 	for _, want := range []string{"+args: -device pxb-pcie,id=gpusplit-pxb0,", "-hostpci0: mapping=pro6000,pcie=1\n", "+numa0: cpus=0-63,hostnodes=0,memory=262144,policy=bind\n", "dry run: nothing was written"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
 	}
-	js := mustRun(t, "--demo", "pve", "vm-layout", "--vm", "131", "-o", "json")
+	js := mustRun(t, "--demo", "pve", "vm-layout", "--vm", "131", "--dry-run", "-o", "json")
 	var doc struct {
 		Layout struct {
 			Bridges []struct {
@@ -58,7 +59,7 @@ func TestPVEVMLayout(t *testing.T) {
 	if !found {
 		t.Errorf("no backup of the old config among %v", backups)
 	}
-	if out := mustRun(t, "--root", dir, "pve", "vm-layout", "--vm", "131"); !strings.Contains(out, "already has gpusplit's layout") {
+	if out := mustRun(t, "--root", dir, "pve", "vm-layout", "--vm", "131", "--dry-run"); !strings.Contains(out, "already has gpusplit's layout") {
 		t.Errorf("second run:\n%s", out)
 	}
 
@@ -70,7 +71,7 @@ func TestPVEVMLayout(t *testing.T) {
 		{[]string{"--demo", "pve", "vm-layout"}, "--vm names the VM"},
 		{[]string{"--root", sampleArchive(t), "pve", "vm-layout", "--vm", "131", "--apply"}, "snapshot"},
 		{[]string{"--demo", "pve", "vm-layout", "--vm", "131", "--apply", "--dry-run"}, "contradict"},
-		{[]string{"--demo", "pve", "vm-layout", "--vm", "120"}, "on node kpro5"},
+		{[]string{"--demo", "pve", "vm-layout", "--vm", "120", "--dry-run"}, "on node kpro5"},
 	} {
 		if _, _, err := run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want %q", c.args, err, c.want)

@@ -39,6 +39,9 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
   sudo gpusplit --devices 8086:10d3 rollback`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.check(); err != nil {
+				return err
+			}
 			if !c.dryRun {
 				if err := needRoot(g, "rollback", "it rebinds PCI devices through /sys"); err != nil {
 					return err
@@ -129,7 +132,7 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 			if len(held) > 0 {
 				return bind.ExplainHeld(&bind.HeldError{Held: held})
 			}
-			if err := c.confirm(g, fmt.Sprintf("Restore %s?", plural.S(len(todo), "device"))); err != nil {
+			if err := c.proceed(g, fmt.Sprintf("Restore %s?", plural.S(len(todo), "device"))); err != nil {
 				return err
 			}
 			ctx, stop := signalContext()

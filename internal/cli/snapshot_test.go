@@ -171,8 +171,8 @@ func TestSnapshotRedactsAndServes(t *testing.T) {
 		{[]string{"status", "--persist=false"}, 3, false, "DRIFT"},
 		{[]string{"pve", "mappings"}, 0, false, "2 PCI mappings"},
 		{[]string{"pve", "sync", "--dry-run"}, 0, true, "+numa0: cpus=0-63,hostnodes=1,memory=262144,policy=bind"},
-		{[]string{"pve", "vm-layout", "--vm", "131"}, 0, true, "+args: -device pxb-pcie,id=gpusplit-pxb0"},
-		{[]string{"pve", "vm-layout", "--vm", "132"}, 0, false, "VM 132 already has gpusplit's layout"},
+		{[]string{"pve", "vm-layout", "--vm", "131", "--dry-run"}, 0, true, "+args: -device pxb-pcie,id=gpusplit-pxb0"},
+		{[]string{"pve", "vm-layout", "--vm", "132", "--dry-run"}, 0, false, "VM 132 already has gpusplit's layout"},
 	} {
 		want, wantErr := runOn(t, root, c.args, c.diff)
 		got, gotErr := runOn(t, unpacked, c.args, c.diff)

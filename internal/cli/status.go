@@ -84,7 +84,7 @@ Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 				if doc.InSync {
 					ch.WriteInSync(g.stdout)
 				}
-				ch.WriteDrift(g.stdout)
+				ch.WriteDrift(g.stdout, g.width())
 				if next != "" {
 					fmt.Fprintf(g.stdout, "\nnext: %s\n", next)
 				}

@@ -57,6 +57,16 @@ func (bf *Boot) InstallBoot(h *host.Host, files []File, dryRun bool, progress fu
 	return doc, nil
 }
 
+// RemoveCheck is what Uninstall would do, changing nothing: the files it removes, and
+// what stops it (a root that cannot be written).
+func RemoveCheck(h *host.Host) ChangeReport {
+	doc := ChangeReport{DryRun: true, Files: FileStates(h, Installed(h)), Problems: []string{}, Changes: []Change{}, Commands: []Command{}, Notes: []string{}}
+	if !h.Writable() {
+		doc.Problems = append(doc.Problems, fmt.Sprintf("cannot remove from %s: %v", h.Root(), host.ErrReadOnly))
+	}
+	return doc
+}
+
 // Uninstall is persist remove: it disables the unit, removes the files, all of them or
 // none, and has systemd and udev forget them. The desired state file stays, and so do
 // the drivers bound now. progress is told each step as it is done.

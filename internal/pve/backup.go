@@ -228,37 +228,50 @@ func (w *Writer) restoreEdit(id string) (Edit, error) {
 // RestoreReport is pve backups restore -o json (docs/json.md): the file restored, or
 // checked, and what stopped it.
 type RestoreReport struct {
-	ID       string       `json:"id"`
+	ID string `json:"id"`
+	// Diff is the change: the file as it is, to the backup.
+	Diff     string       `json:"diff"`
 	Applied  bool         `json:"applied"`
 	Files    []FileResult `json:"files"`
 	Problems []string     `json:"problems"`
+	// old is the file as it was read, for a restore of what was shown.
+	old string
 }
 
 // RestoreBackup puts backup id back for command (Restore), or with check only checks
-// that it would go through (RestoreCheck). A nil report comes with an error that found
-// no backup to restore; a report with an error is a restore that its checks or its
-// writes stopped.
-func RestoreBackup(h *host.Host, id string, check bool, command string) (*RestoreReport, error) {
+// that it would go through (RestoreCheck). shown, when not nil, is the check a person
+// confirmed: a file that changed since writes nothing (*ShownError). A nil report comes
+// with an error that found no backup to restore; a report with an error is a restore
+// that its checks or its writes stopped.
+func RestoreBackup(h *host.Host, id string, check bool, command string, shown *RestoreReport) (*RestoreReport, error) {
 	w := &Writer{H: h, Command: command}
+	e, err := w.restoreEdit(id)
+	if err != nil {
+		return nil, err
+	}
+	rep := &RestoreReport{ID: id, Diff: Diff(e.Path, e.Old, e.New), Files: []FileResult{}, Problems: []string{}, old: e.Old}
+	if e.Old == e.New {
+		rep.Applied = !check // nothing to write: the file holds the backup
+		return rep, nil
+	}
+	if !check && shown != nil && (shown.old != e.Old || shown.Diff != rep.Diff) {
+		return rep, &ShownError{Paths: []string{e.Path}}
+	}
 	var res []FileResult
-	var err error
 	if check {
 		res, err = w.RestoreCheck(id)
 	} else {
-		res, err = w.Restore(id)
+		res, err = w.Commit([]Edit{e})
 	}
 	var tx *TxError
-	problems := []string{}
 	if errors.As(err, &tx) {
 		for _, p := range tx.Problems {
-			problems = append(problems, p.String())
+			rep.Problems = append(rep.Problems, p.String())
 		}
 	}
-	if err != nil && tx == nil && len(res) == 0 {
-		return nil, err
+	if res != nil {
+		rep.Files = res
 	}
-	if res == nil {
-		res = []FileResult{}
-	}
-	return &RestoreReport{ID: id, Applied: !check && err == nil, Files: res, Problems: problems}, err
+	rep.Applied = !check && err == nil
+	return rep, err
 }

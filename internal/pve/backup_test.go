@@ -1,6 +1,7 @@
 package pve
 
 import (
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -194,7 +195,7 @@ func TestRestoreBackup(t *testing.T) {
 	if _, err := rc.writer().Commit(rc.edits); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := RestoreBackup(rc.h, "etc_pve_mapping_pci.cfg.20260101T000000.000000000Z", true, "test"); rep != nil || err == nil {
+	if rep, err := RestoreBackup(rc.h, "etc_pve_mapping_pci.cfg.20260101T000000.000000000Z", true, "test", nil); rep != nil || err == nil {
 		t.Errorf("no such backup: %+v %v", rep, err)
 	}
 	list, _ := ListBackups(rc.h)
@@ -208,21 +209,32 @@ func TestRestoreBackup(t *testing.T) {
 	cur, _ := os.ReadFile(p)
 	os.WriteFile(p, append([]byte("lock: migrate\n"), cur...), 0o640)
 	for _, check := range []bool{true, false} {
-		rep, err := RestoreBackup(rc.h, vm.ID, check, "test")
+		rep, err := RestoreBackup(rc.h, vm.ID, check, "test", nil)
 		if err == nil || rep == nil || rep.Applied || rep.ID != vm.ID || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "has lock: migrate") {
 			t.Errorf("check %v of a locked VM: %+v %v", check, rep, err)
 		}
 	}
 	os.WriteFile(p, cur, 0o640)
-	rep, err := RestoreBackup(rc.h, vm.ID, true, "test")
+	rep, err := RestoreBackup(rc.h, vm.ID, true, "test", nil)
 	if err != nil || rep.Applied || len(rep.Files) != 1 || rep.Files[0].Outcome != Untouched || len(rep.Problems) != 0 {
 		t.Errorf("check: %+v %v", rep, err)
 	}
-	rep, err = RestoreBackup(rc.h, vm.ID, false, "test")
+	if !strings.Contains(rep.Diff, "+hostpci0: mapping=pro6000,pcie=1\n") {
+		t.Errorf("the check's diff:\n%s", rep.Diff)
+	}
+	// A restore writes what its check showed, or nothing.
+	shown := rep
+	os.WriteFile(p, append(cur, "tags: x\n"...), 0o640)
+	var se *ShownError
+	if rep, err := RestoreBackup(rc.h, vm.ID, false, "test", shown); !errors.As(err, &se) || rep.Applied {
+		t.Errorf("restore of a file changed since its check: %+v %v", rep, err)
+	}
+	os.WriteFile(p, cur, 0o640)
+	rep, err = RestoreBackup(rc.h, vm.ID, false, "test", shown)
 	if err != nil || !rep.Applied || len(rep.Files) != 1 || rep.Files[0].Outcome != Written {
 		t.Errorf("restore: %+v %v", rep, err)
 	}
-	rep, err = RestoreBackup(rc.h, vm.ID, false, "test")
+	rep, err = RestoreBackup(rc.h, vm.ID, false, "test", nil)
 	if err != nil || !rep.Applied || len(rep.Files) != 0 || rep.Files == nil {
 		t.Errorf("again: %+v %v", rep, err)
 	}

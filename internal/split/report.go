@@ -11,6 +11,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 // Parts are the parts of a change beside the drivers, in plan, apply --dry-run and
@@ -49,10 +50,25 @@ func (c *Change) Parts(next string) Parts {
 	return r
 }
 
-// WriteText prints the parts beside the drivers, for plan and apply: Proxmox's diffs,
-// the hookscripts, the boot files with what each needs, and the reasons apply would
-// stop. The drivers' part is plan.Plan's own text.
-func (c *Change) WriteText(w io.Writer) {
+// wrap prints text at most width columns wide, the first line starting with first and
+// the others with indent. Lines of text stay lines.
+func wrap(w io.Writer, width int, text, first, indent string) {
+	for i, l := range strings.Split(text, "\n") {
+		f := first
+		if i > 0 {
+			f = indent
+		}
+		for _, out := range table.WrapText(strings.TrimSpace(l), width, f, indent) {
+			fmt.Fprintln(w, out)
+		}
+	}
+}
+
+// WriteText prints the parts beside the drivers, for plan and apply, at most width
+// columns wide but for the diffs' own lines: Proxmox's diffs, the hookscripts, the boot
+// files with what each needs, and the reasons apply would stop. The drivers' part is
+// plan.Plan's own text.
+func (c *Change) WriteText(w io.Writer, width int) {
 	if c.Proxmox != nil {
 		if len(c.Proxmox.Changes) == 0 {
 			fmt.Fprintln(w, "\nProxmox: the mappings, containers and VMs already match the split.")
@@ -61,7 +77,7 @@ func (c *Change) WriteText(w io.Writer) {
 			for _, ch := range c.Proxmox.Changes {
 				fmt.Fprint(w, ch.Diff)
 				for _, n := range ch.Notes {
-					fmt.Fprintf(w, "# %s\n", n)
+					wrap(w, width, n, "# ", "#   ")
 				}
 			}
 		}
@@ -80,11 +96,13 @@ func (c *Change) WriteText(w io.Writer) {
 		}
 	}
 	for _, n := range c.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		wrap(w, width, n, "note: ", "  ")
 	}
 	if len(c.Stops) > 0 {
 		fmt.Fprintln(w, "\napply would stop, changing nothing:")
-		fmt.Fprintln(w, strings.TrimPrefix((&StopError{Stops: c.Stops}).Error(), "nothing was changed:\n"))
+		for _, s := range c.Stops {
+			wrap(w, width, s.Error(), "  ", "      ")
+		}
 	}
 }
 
@@ -102,17 +120,17 @@ func (c *Change) WriteInSync(w io.Writer) {
 	}
 }
 
-// WriteDrift prints status's lines for the parts beside the drivers that are not in
-// sync: the drivers' drift is health.StatusReport's.
-func (c *Change) WriteDrift(w io.Writer) {
+// WriteDrift prints status's lines, at most width columns wide, for the parts beside
+// the drivers that are not in sync: the drivers' drift is health.StatusReport's.
+func (c *Change) WriteDrift(w io.Writer, width int) {
 	for _, d := range c.Drift() {
 		switch d.Part {
 		case "proxmox":
-			fmt.Fprintf(w, "Proxmox: %s differ from the split: %s\n", plural.S(len(d.Items), "file"), strings.Join(d.Items, ", "))
+			wrap(w, width, fmt.Sprintf("Proxmox: %s differ from the split: %s", plural.S(len(d.Items), "file"), strings.Join(d.Items, ", ")), "", "  ")
 		case "hooks":
-			fmt.Fprintf(w, "Hookscripts: %s lack gpusplit's hookscript, so their pool's GPUs do not follow them\n", strings.Join(d.Items, ", "))
+			wrap(w, width, fmt.Sprintf("Hookscripts: %s lack gpusplit's hookscript, so their pool's GPUs do not follow them", strings.Join(d.Items, ", ")), "", "  ")
 		case "boot":
-			fmt.Fprintf(w, "Boot files: %s missing or different: %s\n", plural.S(len(d.Items), "file"), strings.Join(d.Items, ", "))
+			wrap(w, width, fmt.Sprintf("Boot files: %s missing or different: %s", plural.S(len(d.Items), "file"), strings.Join(d.Items, ", ")), "", "  ")
 		}
 	}
 }
