@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
@@ -164,9 +165,11 @@ func (g *globals) warn(warnings []string) {
 	}
 }
 
+// isTerminal says whether f is a terminal, where a question can be asked: /dev/null,
+// which systemd and cron give as standard input, is a character device but no terminal.
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func version() string {
