@@ -200,7 +200,7 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 			if err != nil {
 				return err
 			}
-			res.WriteText(g.stdout, pl.h.Root())
+			res.WriteText(g.stdout, pl.h.Root(), rootedPath(pl.h, pve.BackupDir))
 			if !pl.desired.Persist {
 				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
 			}

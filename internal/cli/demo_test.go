@@ -276,3 +276,48 @@ func TestDemoNeedsNoRoot(t *testing.T) {
 		t.Errorf("the journal in the copy: %v", err)
 	}
 }
+
+// The README opens with the split in five commands: on a fresh checkout they take the
+// sample host through the whole of it, Proxmox and the boot files included, each
+// exiting 0, and a VM start through the hook finds its GPUs ready.
+func TestReadmeStory(t *testing.T) {
+	dir := freshDemo(t)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := string(readme)[strings.Index(string(readme), "## Try it\n"):]
+	block := try[strings.Index(try, "```sh\n")+6:]
+	block = block[:strings.Index(block, "```")]
+	var cmds [][]string
+	for l := range strings.Lines(block) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "go run ./cmd/gpusplit "); ok {
+			cmds = append(cmds, strings.Fields(rest))
+		}
+	}
+	if len(cmds) != 5 {
+		t.Fatalf("the story is %d commands, want 5:\n%s", len(cmds), block)
+	}
+	outs := make([]string, len(cmds))
+	for i, args := range cmds {
+		out, stderr, err := run(t, args...)
+		if err != nil {
+			t.Fatalf("gpusplit %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+		}
+		outs[i] = out
+	}
+	for i, want := range []string{"GPU4  SYS", "Proxmox: 3 files change:", "written       /etc/pve/qemu-server/131.conf", "in sync", "0000:81:00.0 already on vfio-pci"} {
+		if !strings.Contains(outs[i], want) {
+			t.Errorf("gpusplit %s lacks %q:\n%s", strings.Join(cmds[i], " "), want, outs[i])
+		}
+	}
+	if !strings.Contains(outs[1], "next: gpusplit --demo apply --vfio numa:1\n") {
+		t.Errorf("plan does not end with the command that follows:\n%s", outs[1])
+	}
+	if !strings.Contains(outs[3], "the boot files: as the split asks") {
+		t.Errorf("status does not check every part:\n%s", outs[3])
+	}
+	if conf, _ := os.ReadFile(filepath.Join(dir, "etc/pve/nodes/kpro6/lxc/129.conf")); strings.Contains(string(conf), "/dev/nvidia4") {
+		t.Errorf("container 129 still passes /dev/nvidia4:\n%s", conf)
+	}
+}

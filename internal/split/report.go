@@ -3,7 +3,6 @@ package split
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
@@ -135,9 +134,9 @@ func (c *Change) WriteDrift(w io.Writer, width int) {
 	}
 }
 
-// WriteText says what apply did, part by part; root is the host's root, for the paths
-// of the backups.
-func (r *Result) WriteText(w io.Writer, root string) {
+// WriteText says what apply did, part by part; root names the host, backups is where
+// Proxmox's backups are as the user sees them.
+func (r *Result) WriteText(w io.Writer, root, backups string) {
 	if r.Drivers != nil && len(r.Drivers.Moved) > 0 {
 		fmt.Fprintf(w, "moved %s; the prior state is in %s (gpusplit rollback undoes it).\n", plural.S(len(r.Drivers.Moved), "device"), bind.JournalPath)
 	}
@@ -150,7 +149,7 @@ func (r *Result) WriteText(w io.Writer, root string) {
 			}
 		}
 		if written > 0 {
-			fmt.Fprintf(w, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), filepath.Join(root, pve.BackupDir))
+			fmt.Fprintf(w, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), backups)
 		}
 	}
 	for _, h := range r.Hooks {
