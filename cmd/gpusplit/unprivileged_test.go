@@ -30,8 +30,8 @@ func TestUnprivilegedWrites(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"pve", "sync", "--vfio", "numa:1", "--apply"}, "pve sync --apply needs root (it writes /etc/pve and takes Proxmox's locks)"},
-		{[]string{"pve", "vm-layout", "--vm", "131", "--apply"}, "pve vm-layout --apply needs root"},
+		{[]string{"pve", "sync", "--vfio", "numa:1", "--apply"}, "pve sync needs root (it writes /etc/pve and takes Proxmox's locks)"},
+		{[]string{"pve", "vm-layout", "--vm", "131", "--apply"}, "pve vm-layout needs root"},
 		{[]string{"persist", "install", "--vfio", "numa:1"}, "persist install needs root"},
 		{[]string{"persist", "remove"}, "persist remove needs root"},
 		{[]string{"apply", "--vfio", "numa:1", "--yes"}, "apply needs root (it rebinds PCI devices through /sys"},
