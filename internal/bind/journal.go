@@ -186,7 +186,7 @@ func ReadJournalAt(h *host.Host, path string) (*Journal, error) {
 }
 
 // Lock keeps two runs from changing drivers at once: apply, rollback, the hooks and pve
-// sync --apply all take it, before they read what they change, and hold it until what they
+// sync all take it, before they read what they change, and hold it until what they
 // wrote is verified or put back. It is the first lock of the order in docs/handoff.md
 // ("Locks"); Proxmox's locks are taken under it, never the other way round. Release it
 // with Unlock.

@@ -79,8 +79,8 @@ func newDemo(g *globals) *cobra.Command {
 		Use:   "demo",
 		Short: "The scratch copy --demo writes to: where it is, and starting over",
 		Long: `gpusplit --demo reads the sample host built into the binary (kpro6). The first command
-under --demo that changes something (apply, rollback, hook, pve sync --apply, pve hook
-install --apply, persist install, ...) or shows with --dry-run what it would change makes
+under --demo that changes something (apply, rollback, hook, pve sync, pve hook
+install, persist install, ...) or shows with --dry-run what it would change makes
 a private scratch copy of it in the user's cache directory (` + "`gpusplit demo path`" + `; mode 0700),
 and from then on every --demo command, reading ones too, works on that copy, so that
 plan, apply, status and the hooks tell one story. The copy is made as if nothing held

@@ -187,8 +187,8 @@ func commandFiles() map[string][]File {
 	journal := func(use string) File { return File{bind.JournalPath, use} }
 	binary := File{persist.DefaultBinary, "Checked as the binary the unit runs (--binary names another): a regular executable file that only root can change, in directories only root can change."}
 	pveWrites := []File{
-		{pve.MappingPath, "Reads Proxmox's PCI mappings; with --apply writes the mappings of the split."},
-		{"/etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Reads this node's guest configs; with --apply writes the device entries and NUMA settings of the guests that use the GPUs."},
+		{pve.MappingPath, "Reads Proxmox's PCI mappings; once confirmed writes the mappings of the split."},
+		{"/etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Reads this node's guest configs; once confirmed writes the device entries and NUMA settings of the guests that use the GPUs."},
 		fileBackups, filePVELocks, fileNodeName,
 	}
 	return map[string][]File{
@@ -200,7 +200,7 @@ func commandFiles() map[string][]File {
 			journal("Written, with the prior driver of every device to move, before the first change; gpusplit rollback reads it."),
 			fileIdentity, fileSysfsWrites,
 		}, holderFiles(), []File{
-			{pve.MappingPath + ", /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "With sync_proxmox = true in the desired state: written after the GPUs moved, as gpusplit pve sync --apply writes them."},
+			{pve.MappingPath + ", /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "On a Proxmox node, unless the desired state says sync_proxmox = false: written after the GPUs moved, as gpusplit pve sync writes them."},
 			fileBackups, filePVELocks,
 		}),
 		"gpusplit status": concatFiles(scanFiles(), []File{fileDesired, fileDrivers}),
@@ -226,7 +226,7 @@ func commandFiles() map[string][]File {
 		"gpusplit pve mappings": concatFiles(scanFiles(), []File{fileMappings, fileNodeName}),
 		"gpusplit pve sync":     concatFiles(scanFiles(), []File{fileDesired, fileDrivers}, pveWrites, []File{fileRunning}),
 		"gpusplit pve vm-layout": concatFiles(scanFiles(), []File{
-			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; with --apply writes its new layout."},
+			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; once confirmed writes its new layout."},
 			fileMappings, fileBackups,
 			{"/var/lock/qemu-server/lock-ID.conf", "Locked, as qemu-server locks it, while the VM's config is checked and replaced."},
 			fileNodeName,
@@ -242,17 +242,17 @@ func commandFiles() map[string][]File {
 			fileNodeName,
 		}),
 		"gpusplit pve hook install": {
-			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; with --apply writes its hookscript line, under Proxmox's locks, with a backup."},
+			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; once confirmed writes its hookscript line, under Proxmox's locks, with a backup."},
 			{pve.StoragePath, "Reads which storage of this node holds snippets."},
-			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Written with --apply, on this node only (snippets are per node unless the storage is shared): the snippet that runs gpusplit hook (and, for a guest that had a hookscript or a --deadline, its own, which names the guest and runs that hookscript after it); taken back if the config cannot be written."},
+			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Written once confirmed, on this node only (snippets are per node unless the storage is shared): the snippet that runs gpusplit hook (and, for a guest that had a hookscript or a --deadline, its own, which names the guest and runs that hookscript after it); taken back if the config cannot be written."},
 			{persist.DefaultBinary, "Checked as the binary the snippet runs (--binary names another): a regular executable file that only root can change, in directories only root can change."},
 			{pve.MembersPath + ", " + pve.HAResourcesPath + ", " + pve.HARulesPath + ", " + pve.ReplicationPath, "Reads the other nodes where the guest may start, which need the snippet too."},
 			filePVELocks, fileBackups, fileNodeName,
 		},
 		"gpusplit pve hook remove": {
-			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; with --apply takes gpusplit's hookscript away, putting back the one it chained."},
+			{"/etc/pve/nodes/*/qemu-server/ID.conf, /etc/pve/nodes/*/lxc/ID.conf", "Reads the guest's config; once confirmed takes gpusplit's hookscript away, putting back the one it chained."},
 			{pve.StoragePath, "Reads where the snippets are."},
-			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Removed with --apply once no guest config on any node, snapshots included, names it (a clone's names its original's); kept otherwise."},
+			{"STORAGE/snippets/" + hookSnippet + ", STORAGE/snippets/" + hookSnippet + "-ID", "Removed, once confirmed, when no guest config on any node, snapshots included, names it (a clone's names its original's); kept otherwise."},
 			{"/etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Reads every node's guest configs: which still name the snippet."},
 			filePVELocks, fileBackups, fileNodeName,
 		},
@@ -262,7 +262,7 @@ func commandFiles() map[string][]File {
 			{pve.MembersPath + ", " + pve.HAResourcesPath + ", " + pve.HARulesPath + ", " + pve.ReplicationPath, "Reads the other nodes where the guest may start, which need the snippet too."},
 		},
 		"gpusplit pve p2p-clique": concatFiles(scanFiles(), []File{
-			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; with --apply writes its args with the clique."},
+			{"/etc/pve/nodes/*/qemu-server/ID.conf", "Reads the config of the VM --vm names; once confirmed writes its args with the clique."},
 			fileMappings, fileBackups,
 			{"/var/lock/qemu-server/lock-ID.conf", "Locked, as qemu-server locks it, while the VM's config is checked and replaced."},
 			{"/dev/kmsg", "Read, for the host's evidence on peer-to-peer (IOMMU faults, SEV-SNP)."},
@@ -282,7 +282,7 @@ func commandFiles() map[string][]File {
 		},
 		"gpusplit pve backups restore": {
 			{pve.BackupDir + "/ID", "Reads the backup to put back; the version it replaces is backed up beside it first."},
-			{pve.MappingPath + ", /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Written: the one file the backup is of, checked and replaced as gpusplit pve sync --apply replaces it."},
+			{pve.MappingPath + ", /etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Written: the one file the backup is of, checked and replaced as gpusplit pve sync replaces it."},
 			filePVELocks,
 		},
 		"gpusplit demo reset": {

@@ -210,7 +210,7 @@ type syncMode struct {
 var errSyncStops = errors.New("nothing was written: the write would stop, for the reasons above")
 
 // pveErr words a pve error's way out with the command line's flags: a check that found
-// what would stop the write says what --apply would do, a refused sync what --force does.
+// what would stop the write says so, a refused sync what --force does.
 func pveErr(err error) error {
 	var refused *pve.RefusedError
 	switch {

@@ -37,8 +37,8 @@ its original's). show says what the guest has.
 Snippets are per node: the guest's config is the cluster's, but a snippet on a storage
 that is not shared (dir: local) is on this node alone. install and show name the other
 nodes where the guest may start (migration, HA, replication) and the snippet must be
-installed too; run install there, or use a shared storage. Without --apply install and
-remove change nothing and print what they would do.`,
+installed too; run install there, or use a shared storage. install and remove print
+what they would do, then ask (--yes: they do not ask; --dry-run: they stop there).`,
 	}
 	cmd.AddCommand(newPVEHookChange(g, "install"), newPVEHookChange(g, "remove"), newPVEHookShow(g))
 	return cmd
@@ -99,7 +99,7 @@ func newPVEHookShow(g *globals) *cobra.Command {
 			case !pve.IsHookVolume(doc.Hookscript):
 				fmt.Fprintf(w, "%s %d runs %s, which is not gpusplit's\n", doc.Kind, id, doc.Hookscript)
 			case doc.SnippetState == "missing":
-				fmt.Fprintf(w, "%s %d runs %s, gpusplit's snippet, which is missing on this node (%s; snippets are per node): the guest does not start here until gpusplit pve hook install %s %d --apply writes it\n",
+				fmt.Fprintf(w, "%s %d runs %s, gpusplit's snippet, which is missing on this node (%s; snippets are per node): the guest does not start here until gpusplit pve hook install %s %d --yes writes it\n",
 					doc.Kind, id, doc.Hookscript, doc.Snippet, guestFlag(kind), id)
 			case doc.SnippetState != "present":
 				fmt.Fprintf(w, "%s %d runs %s, which is named like gpusplit's snippet but was not written by gpusplit\n", doc.Kind, id, doc.Snippet)
@@ -109,7 +109,7 @@ func newPVEHookShow(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "%s %d runs gpusplit hook (%s)\n", doc.Kind, id, doc.Hookscript)
 			}
 			if doc.MadeFor != 0 {
-				fmt.Fprintf(w, "The snippet was made for guest %d (this one's config names it, as a clone's does): gpusplit pve hook install %s %d --apply gives it one of its own.\n", doc.MadeFor, guestFlag(kind), id)
+				fmt.Fprintf(w, "The snippet was made for guest %d (this one's config names it, as a clone's does): gpusplit pve hook install %s %d --yes gives it one of its own.\n", doc.MadeFor, guestFlag(kind), id)
 			}
 			if b := doc.Binary; b != nil {
 				switch {
@@ -158,7 +158,7 @@ func printNodes(g *globals, doc *pve.HookReport, kind string, id int) {
 		fmt.Fprintf(w, "Snippets are per node: storage %s is this node's own, so the snippet serves this node only.\n", doc.Storage)
 	}
 	if len(doc.InstallOn) > 0 {
-		fmt.Fprintf(w, "note: %s %d may also start on %s: install the snippet there too (gpusplit pve hook install %s %d --apply on each), or use a shared storage (--storage).\n",
+		fmt.Fprintf(w, "note: %s %d may also start on %s: install the snippet there too (gpusplit pve hook install %s %d --yes on each), or use a shared storage (--storage).\n",
 			doc.Kind, id, label(doc.InstallOn), guestFlag(kind), id)
 	}
 	if len(doc.StorageMissingOn) > 0 {

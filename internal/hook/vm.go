@@ -410,7 +410,7 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal,
 	}
 	changes, _, err := pve.Sync(r.c.H, inv, p, ss.desired, pve.SyncOptions{})
 	if err != nil {
-		return fmt.Errorf("the GPUs are back, but the containers' devN entries could not be worked out: %w; run gpusplit pve sync --apply", err)
+		return fmt.Errorf("the GPUs are back, but the containers' devN entries could not be worked out: %w; run gpusplit pve sync --yes", err)
 	}
 	var edits []pve.Edit
 	for _, c := range changes {
@@ -428,7 +428,7 @@ func (r *run) followMinors(ctx context.Context, ss *splitState, j *bind.Journal,
 		r.logf("%s: %s", fr.Path, fr.Outcome)
 	}
 	if err != nil {
-		return fmt.Errorf("the GPUs are back on nvidia, but the containers' devN entries were not changed: %w; run gpusplit pve sync --apply once it can", err)
+		return fmt.Errorf("the GPUs are back on nvidia, but the containers' devN entries were not changed: %w; run gpusplit pve sync --yes once it can", err)
 	}
 	return nil
 }

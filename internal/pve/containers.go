@@ -89,7 +89,7 @@ func (s *syncer) containers(d plan.Desired) ([]Change, error) {
 			case sd.Driver != "nvidia":
 			case sd.GPU.Minor < 0:
 				// Not on nvidia yet: its minor is the driver's choice when it binds.
-				c.Notes = append(c.Notes, fmt.Sprintf("container %d: GPU %s is not on nvidia now, so its /dev/nvidiaN is not known yet: the container gets it from the sync after the GPU is bound (apply with sync_proxmox, or gpusplit pve sync --apply after apply)", g.ID, a))
+				c.Notes = append(c.Notes, fmt.Sprintf("container %d: GPU %s is not on nvidia now, so its /dev/nvidiaN is not known yet: the container gets it from the sync after the GPU is bound (apply does it on a Proxmox node, or gpusplit pve sync after apply)", g.ID, a))
 			default:
 				keep = append(keep, a)
 			}

@@ -38,7 +38,7 @@ type Writer struct {
 	// StaleAfter is the age past which pmxcfs expires a cluster lock (120 s).
 	StaleAfter time.Duration
 	Now        func() time.Time
-	// Command is what is writing (as "pve sync --apply"), recorded with each backup.
+	// Command is what is writing (as "pve sync"), recorded with each backup.
 	Command string
 	// Keep is how many backups of each file are kept after a write (DefaultKeep when 0).
 	Keep int
@@ -548,7 +548,7 @@ func (w *Writer) probe(l lockRef) string {
 	}
 	if l.cluster {
 		if fi, err := os.Stat(p); err == nil && w.Now().Sub(fi.ModTime()) <= w.StaleAfter {
-			return fmt.Sprintf("is held by another writer of %s now: --apply waits %s for it", MappingPath, w.LockTimeout)
+			return fmt.Sprintf("is held by another writer of %s now: the write waits %s for it", MappingPath, w.LockTimeout)
 		}
 		return ""
 	}
@@ -558,7 +558,7 @@ func (w *Writer) probe(l lockRef) string {
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return fmt.Sprintf("is held by another Proxmox tool now: --apply waits %s for it", w.LockTimeout)
+		return fmt.Sprintf("is held by another Proxmox tool now: the write waits %s for it", w.LockTimeout)
 	}
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return ""
