@@ -41,7 +41,7 @@ mkdir -p /lib/modules/$(uname -r) /usr/sbin
 echo "kernel/drivers/vfio/pci/vfio-pci.ko:" > /lib/modules/$(uname -r)/modules.dep
 printf '#!/bin/sh\nsleep 8\nexec insmod /lib/modules/vfio-pci.ko\n' > /usr/sbin/modprobe
 chmod 755 /usr/sbin/modprobe
-( $g apply --vfio $(addr eth3) --yes > /tmp/apply 2>&1; echo "status $?" >> /tmp/apply ) &
+( $g apply --vfio $(addr eth3) --persist=false --yes > /tmp/apply 2>&1; echo "status $?" >> /tmp/apply ) &
 sleep 2
 emit locked sh -c "$g hook --deadline 4s 131 pre-start 2>&1; echo status \$?"
 wait

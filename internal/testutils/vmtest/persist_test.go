@@ -19,7 +19,7 @@ EOF
 func TestPersistUnitCommand(t *testing.T) {
 	vm := newVM(t)
 	script := splitConfig + `
-emit install gpusplit persist install --config /tmp/split.toml --binary /bin/gpusplit
+emit install gpusplit persist install --config /tmp/split.toml --binary /bin/gpusplit --yes
 start=$(sed -n 's/^ExecStart=//p' /etc/systemd/system/gpusplit.service)
 post=$(sed -n 's/^ExecStartPost=//p' /etc/systemd/system/gpusplit.service)
 emit start $start
@@ -62,7 +62,7 @@ func TestPersistPinsBeforeDrivers(t *testing.T) {
 	}
 	vm.Deferred = []string{"vfio-pci", "e1000e"}
 	script := splitConfig + `
-gpusplit persist install --config /tmp/split.toml --binary /bin/gpusplit >/dev/null
+gpusplit persist install --config /tmp/split.toml --binary /bin/gpusplit --yes >/dev/null
 emit unbound gpusplit --devices ` + E1000E + ` inventory -o json
 emit pin sh /usr/lib/gpusplit/pin-overrides
 load_deferred

@@ -147,7 +147,7 @@ emit failstate $g inventory -o json
 		t.Fatalf("apply with a held device succeeded:\n%s", output(t, res, "held"))
 	}
 	held := string(res.Files["held"])
-	if !strings.Contains(res.Console, "is held by sleep") || !strings.Contains(res.Console, "nothing was changed") {
+	if !strings.Contains(res.Console, "in use: ") || !strings.Contains(res.Console, "sleep[") || !strings.Contains(res.Console, "nothing was changed") {
 		t.Errorf("refusal does not name the holder:\n%s\n%s", held, tail(res.Console, 30))
 	}
 	heldState := driversOf(t, res, "heldstate")
