@@ -261,7 +261,7 @@ var contractCases = map[string][]contractCase{
 	"gpusplit pve backups prune": {{name: "after a sync", args: func(t *testing.T, f *fixtures) []string {
 		root := f.sample(t)
 		f.must(t, "--root", root, "pve", "sync", "--vfio", "numa:1", "--apply")
-		return []string{"--root", root, "--keep", "1"}
+		return []string{"--root", root, "--keep", "1", "--yes"}
 	}}},
 	"gpusplit doctor": {
 		{name: "sample host", args: fixed("--demo")},

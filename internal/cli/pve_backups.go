@@ -147,41 +147,74 @@ func showRestore(g *globals, doc *pve.RestoreReport, dryRun bool) error {
 
 func newPVEBackupsPrune(g *globals) *cobra.Command {
 	var keep int
+	var w writeFlags
 	cmd := &cobra.Command{
 		Use:   "prune",
-		Short: "Remove the oldest backups of each file, keeping the last --keep",
+		Short: "Remove the oldest backups of each file, keeping the last --keep (shows them, then asks)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := needRoot(g, "pve backups prune", "it removes files from "+pve.BackupDir, pve.BackupDir); err != nil {
+			if err := w.check(); err != nil {
 				return err
+			}
+			if w.writing() {
+				if err := needRoot(g, "pve backups prune", "it removes files from "+pve.BackupDir, pve.BackupDir); err != nil {
+					return err
+				}
 			}
 			h, err := g.host()
 			if err != nil {
 				return err
 			}
-			if !h.Writable() {
-				return fmt.Errorf("cannot prune in %s: %w", h.Root(), errSnapshot)
-			}
-			removed, err := pve.Prune(h, keep)
+			gone, err := pve.Prunable(h, keep)
 			if err != nil {
 				return err
 			}
-			if removed == nil {
-				removed = []string{}
+			if gone == nil {
+				gone = []string{}
 			}
+			doc := struct {
+				Keep    int      `json:"keep"`
+				DryRun  bool     `json:"dry_run"`
+				Removed []string `json:"removed"`
+			}{keep, true, gone}
+			stop := w.dryRun || len(gone) == 0
+			// With --yes, -o json is the result alone.
+			if stop || !g.json() || !w.confirmed() {
+				if g.json() {
+					if err := g.writeJSON(doc); err != nil {
+						return err
+					}
+				} else {
+					for _, id := range gone {
+						fmt.Fprintf(g.stdout, "remove %s\n", id)
+					}
+					fmt.Fprintf(g.stdout, "%s to remove; the last %d of each file stay in %s.\n", plural.S(len(gone), "backup"), keep, rootedPath(h, pve.BackupDir))
+				}
+			}
+			if stop {
+				return nil
+			}
+			if !h.Writable() {
+				return fmt.Errorf("cannot prune in %s: %w", h.Root(), errSnapshot)
+			}
+			if err := w.proceed(g, fmt.Sprintf("Remove %s?", plural.S(len(gone), "backup"))); err != nil {
+				return err
+			}
+			if doc.Removed, err = pve.Prune(h, keep); err != nil {
+				return err
+			}
+			if doc.Removed == nil {
+				doc.Removed = []string{}
+			}
+			doc.DryRun = false
 			if g.json() {
-				return g.writeJSON(struct {
-					Keep    int      `json:"keep"`
-					Removed []string `json:"removed"`
-				}{keep, removed})
+				return g.writeJSON(doc)
 			}
-			for _, id := range removed {
-				fmt.Fprintf(g.stdout, "removed %s\n", id)
-			}
-			fmt.Fprintf(g.stdout, "removed %s; the last %d of each file are kept in %s.\n", plural.S(len(removed), "backup"), keep, rootedPath(h, pve.BackupDir))
+			fmt.Fprintf(g.stdout, "removed %s.\n", plural.S(len(doc.Removed), "backup"))
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&keep, "keep", pve.DefaultKeep, "how many backups of each file to keep")
+	w.register(cmd)
 	return cmd
 }

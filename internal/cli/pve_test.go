@@ -241,8 +241,8 @@ func TestPVEBackups(t *testing.T) {
 	if _, _, err := run(t, "--root", root, "pve", "backups", "restore", "nonesuch.20260101T000000.000000000Z"); err == nil || !strings.Contains(err.Error(), "no backup") {
 		t.Errorf("unknown id: %v", err)
 	}
-	out = mustRun(t, "--root", root, "pve", "backups", "prune", "--keep", "1")
-	if !strings.Contains(out, "removed 1 backup;") {
+	out = mustRun(t, "--root", root, "pve", "backups", "prune", "--keep", "1", "--yes")
+	if !strings.Contains(out, "removed 1 backup.") {
 		t.Errorf("prune:\n%s", out)
 	}
 }

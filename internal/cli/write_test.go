@@ -61,6 +61,13 @@ var writeCases = map[string]writeCase{
 		root := gpuFunctionVM(t, f.sample(t))
 		return root, []string{"--root", root, "--vm", "140", "--clique", "1"}, nil
 	},
+	"gpusplit pve backups prune": func(t *testing.T, f *fixtures) (string, []string, *simKernel) {
+		// Two syncs: two backups of each file, one of which goes.
+		root := f.sample(t)
+		f.must(t, "--root", root, "pve", "sync", "--vfio", "numa:1", "--yes")
+		f.must(t, "--root", root, "pve", "sync", "--vfio", "numa:0", "--yes")
+		return root, []string{"--root", root, "--keep", "1"}, nil
+	},
 	"gpusplit pve backups restore": func(t *testing.T, f *fixtures) (string, []string, *simKernel) {
 		root, id := f.backup(t)
 		return root, []string{"--root", root, id}, nil

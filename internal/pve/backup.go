@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -135,10 +136,7 @@ func removeBackup(p string) {
 // Prune removes the oldest backups of each file beyond keep, and returns their IDs.
 // paths limits it to those files; none means every file.
 func Prune(h *host.Host, keep int, paths ...string) ([]string, error) {
-	if keep < 1 {
-		return nil, fmt.Errorf("keeping %d backups of each file: keep at least 1", keep)
-	}
-	all, err := ListBackups(h)
+	gone, err := Prunable(h, keep, paths...)
 	if err != nil {
 		return nil, err
 	}
@@ -146,28 +144,37 @@ func Prune(h *host.Host, keep int, paths ...string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, id := range gone {
+		removeBackup(filepath.Join(dir, id))
+	}
+	return gone, nil
+}
+
+// Prunable is what Prune would remove, removing nothing: the oldest backups of each file
+// beyond keep, by ID.
+func Prunable(h *host.Host, keep int, paths ...string) ([]string, error) {
+	if keep < 1 {
+		return nil, fmt.Errorf("keeping %d backups of each file: keep at least 1", keep)
+	}
+	all, err := ListBackups(h)
+	if err != nil {
+		return nil, err
+	}
 	byPath := map[string][]Backup{}
 	for _, b := range all {
 		byPath[b.Path] = append(byPath[b.Path], b)
 	}
-	var removed []string
-	for _, p := range slices.Sorted(func(yield func(string) bool) {
-		for p := range byPath {
-			if !yield(p) {
-				return
-			}
-		}
-	}) {
+	var gone []string
+	for _, p := range slices.Sorted(maps.Keys(byPath)) {
 		if len(paths) > 0 && !slices.Contains(paths, p) {
 			continue
 		}
 		bs := byPath[p]
 		for _, b := range bs[:max(len(bs)-keep, 0)] {
-			removeBackup(filepath.Join(dir, b.ID))
-			removed = append(removed, b.ID)
+			gone = append(gone, b.ID)
 		}
 	}
-	return removed, nil
+	return gone, nil
 }
 
 // Restore puts a backup back in place as a transaction of its own, under the same locks
