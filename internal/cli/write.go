@@ -32,6 +32,15 @@ type writeFlags struct {
 // writesKey marks, in a command's annotations, a command that changes things.
 const writesKey = "writes"
 
+// contractText ends the help, and so the manual page, of every command that changes
+// things: the README's table, in words.
+const contractText = `
+
+Like every command that changes things, it shows the whole change first, then asks on a
+terminal; --yes makes the change unasked; without a terminal and without --yes it
+changes nothing and says how to go on (exit status 1); --dry-run shows the change and
+exits 0 when the real run would go through, 1 with every reason when it would stop.`
+
 func (w *writeFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&w.dryRun, "dry-run", false, "show the change and every reason it would stop; change nothing")
@@ -43,6 +52,10 @@ func (w *writeFlags) register(cmd *cobra.Command) {
 		cmd.Annotations = map[string]string{}
 	}
 	cmd.Annotations[writesKey] = "true"
+	if cmd.Long == "" {
+		cmd.Long = cmd.Short + "."
+	}
+	cmd.Long += contractText
 }
 
 // check refuses flags that contradict each other.

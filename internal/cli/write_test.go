@@ -118,6 +118,9 @@ func TestWriteContract(t *testing.T) {
 			continue
 		}
 		writing = append(writing, path)
+		if !strings.HasSuffix(c.Long, contractText) {
+			t.Errorf("%s: its help (and manual page) does not end with the contract", path)
+		}
 		if _, ok := writeCases[path]; !ok {
 			t.Errorf("%s changes things: give it a case in writeCases", path)
 		}
