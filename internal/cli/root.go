@@ -103,11 +103,6 @@ func (g *globals) inventoryOfGPUs() (*host.Host, *inventory.Inventory, error) {
 	return g.inventoryWith(inventory.BuildGPUs)
 }
 
-// topology is inventoryOfGPUs without the holders (inventory.BuildTopology), for topo.
-func (g *globals) topology() (*host.Host, *inventory.Inventory, error) {
-	return g.inventoryWith(inventory.BuildTopology)
-}
-
 func (g *globals) inventoryWith(build func(*host.Host, []pci.Selector) (*inventory.Inventory, error)) (*host.Host, *inventory.Inventory, error) {
 	h, err := g.host()
 	if err != nil {

@@ -179,7 +179,9 @@ func Prunable(h *host.Host, keep int, paths ...string) ([]string, error) {
 
 // Restore puts a backup back in place as a transaction of its own, under the same locks
 // and checks as any write; what the file holds now is itself backed up first. Nothing is
-// written when the file holds the backup's text already.
+// written when the file holds the backup's text already. The command goes through
+// RestoreBackup, which also refuses a file changed since its check was shown; the
+// writer's tests use Restore.
 func (w *Writer) Restore(id string) ([]FileResult, error) {
 	e, err := w.restoreEdit(id)
 	if err != nil || e.Old == e.New {

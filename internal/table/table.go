@@ -59,9 +59,6 @@ func (t *Table) Add(cells ...string) {
 	t.rows = append(t.rows, row)
 }
 
-// Len is the number of rows added.
-func (t *Table) Len() int { return len(t.rows) }
-
 // Layout returns the index of each column shown at width and the width each gets. The
 // rule: every column whole if they fit (or width is Wide); else the optional columns go
 // in their Drop order until the rest fits whole; then the Shorten and Wrap columns
