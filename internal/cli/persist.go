@@ -26,8 +26,8 @@ func newPersist(g *globals) *cobra.Command {
   ` + persist.Unit + `  runs "gpusplit apply" with the desired state early in
       boot, before Proxmox starts guests (pve-guests.service) and before
       nvidia-persistenced, and fails loudly when the host is not in that state;
-      with sync_proxmox = true it also waits for pve-cluster.service, which mounts
-      /etc/pve.
+      with sync_proxmox (on by default on a Proxmox node) it also waits for
+      pve-cluster.service, which mounts /etc/pve.
 
 The unit runs the installed gpusplit, ` + persist.DefaultBinary + ` (a packaged build
 names its own), or --binary PATH; never the file that happened to run install. Since
@@ -141,8 +141,7 @@ func newPersistInstall(g *globals) *cobra.Command {
 			// The check, shown: the files, the binary, every reason to stop.
 			doc, err := bf.InstallBoot(h, files, true, g.persistStep(h))
 			stop := err != nil || w.dryRun
-			// With --yes, -o json is the result alone.
-			if stop || !g.json() || !w.confirmed() {
+			if w.showsCheck(g, stop) {
 				if g.json() {
 					if jerr := g.writeJSON(doc); jerr != nil {
 						return jerr
@@ -199,8 +198,7 @@ func newPersistRemove(g *globals) *cobra.Command {
 			// The check, shown: the files that go.
 			doc := persist.RemoveCheck(h)
 			stop := len(doc.Problems) > 0 || w.dryRun || len(doc.Files) == 0
-			// With --yes, -o json is the result alone.
-			if stop || !g.json() || !w.confirmed() {
+			if w.showsCheck(g, stop) {
 				if g.json() {
 					if jerr := g.writeJSON(doc); jerr != nil {
 						return jerr

@@ -138,8 +138,7 @@ config with a lock, and keeping the previous version under ` + pve.BackupDir + `
 				return err
 			}
 			stop := err != nil || w.dryRun || len(shown.Changes) == 0
-			// With --yes, -o json is the result alone.
-			if stop || !g.json() || !w.confirmed() {
+			if w.showsCheck(g, stop) {
 				if jerr := showSync(g, pl, shown, mode); jerr != nil {
 					return jerr
 				}

@@ -91,8 +91,7 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 				return err
 			}
 			stop := err != nil || w.dryRun || doc.Diff == ""
-			// With --yes, -o json is the result alone.
-			if stop || !g.json() || !w.confirmed() {
+			if w.showsCheck(g, stop) {
 				if jerr := showRestore(g, doc, w.dryRun); jerr != nil {
 					return jerr
 				}
@@ -178,8 +177,7 @@ func newPVEBackupsPrune(g *globals) *cobra.Command {
 				Removed []string `json:"removed"`
 			}{keep, true, gone}
 			stop := w.dryRun || len(gone) == 0
-			// With --yes, -o json is the result alone.
-			if stop || !g.json() || !w.confirmed() {
+			if w.showsCheck(g, stop) {
 				if g.json() {
 					if err := g.writeJSON(doc); err != nil {
 						return err

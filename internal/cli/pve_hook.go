@@ -218,8 +218,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 				return err
 			}
 			stop := err != nil || w.dryRun || (doc.Diff == "" && doc.Removed == "")
-			// With --yes, -o json is the result alone.
-			if stop || !g.json() || !w.confirmed() {
+			if w.showsCheck(g, stop) {
 				if jerr := showHook(g, h, doc, verb, kind, id, w.dryRun, false); jerr != nil {
 					return jerr
 				}

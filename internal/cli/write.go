@@ -74,6 +74,12 @@ func (w *writeFlags) writing() bool { return !w.dryRun }
 // shows only its result.
 func (w *writeFlags) confirmed() bool { return w.yes || w.apply }
 
+// showsCheck says whether the check a command ran is shown: always, but with --yes and
+// -o json when the change goes ahead, where the JSON is the result alone.
+func (w *writeFlags) showsCheck(g *globals, stop bool) bool {
+	return stop || !g.json() || !w.confirmed()
+}
+
 // errNoTerminal ends a run that has shown its change and has no one to ask.
 var errNoTerminal = errors.New("nothing was changed: there is no terminal to ask on; run again with --yes to make this change, or --dry-run to only look")
 
@@ -110,8 +116,7 @@ func writeGuest(g *globals, h *host.Host, w *writeFlags, command string, edit pv
 	var err error
 	res.Files, res.Problems, _, err = pve.WriteGuest(h, command, false, edit)
 	stop := err != nil || w.dryRun || edit.Old == edit.New
-	// With --yes, -o json is the result alone.
-	if stop || !g.json() || !w.confirmed() {
+	if w.showsCheck(g, stop) {
 		if g.json() {
 			if jerr := g.writeJSON(doc); jerr != nil {
 				return jerr

@@ -90,9 +90,7 @@ func Make(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desired, 
 			}
 		}
 		c.Proxmox = rep
-		if err := c.hooks(h, d, o); err != nil {
-			return nil, err
-		}
+		c.hooks(h, d, o)
 	}
 	if d.Persist {
 		c.boot(h, inv, p, o)
@@ -119,7 +117,7 @@ func held(p *plan.Plan) error {
 
 // hooks works out the hookscript of each pool's VM that lacks gpusplit's: without it the
 // pool's GPUs do not follow the VM.
-func (c *Change) hooks(h *host.Host, d plan.Desired, o Options) error {
+func (c *Change) hooks(h *host.Host, d plan.Desired, o Options) {
 	var vms []int
 	for _, t := range d.Targets {
 		if t.Pool {
@@ -150,7 +148,6 @@ func (c *Change) hooks(h *host.Host, d plan.Desired, o Options) error {
 		}
 		c.Hooks = append(c.Hooks, rep)
 	}
-	return nil
 }
 
 // boot works out the boot files, and what would stop their install.
