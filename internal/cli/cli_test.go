@@ -340,6 +340,19 @@ func TestPlanErrors(t *testing.T) {
 	}
 }
 
+// A split.toml's own mistakes and the names the host lacks come in one run: fixing the
+// first round used to uncover the second.
+func TestPlanFileErrorsInOneRound(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "split.toml")
+	os.WriteFile(config, []byte("colour = \"blue\"\n[[group]]\nname = \"ct\"\nselect = [\"numa:0\"]\ndriver = \"nvidia\"\ncontainers = [999]\n"), 0o644)
+	_, _, err := run(t, "--demo", "plan", "--config", config)
+	for _, want := range []string{config + `:1:1: unknown key "colour"`, config + `:6:15: group "ct": no container 999`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("plan --config: %v, want %q", err, want)
+		}
+	}
+}
+
 func TestDemoPVE(t *testing.T) {
 	freshDemo(t) // the dry run makes the demo's scratch copy
 	out := mustRun(t, "--demo", "pve", "mappings")

@@ -52,6 +52,7 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	devices := g.devices
 	var desired plan.Desired
 	var file *plan.File
+	var fileErr error
 	if len(d.vfio) > 0 {
 		choices, err := plan.ParseChoices(d.vfio)
 		switch {
@@ -74,10 +75,17 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 		if d.atRest {
 			holding = nil
 		}
-		if desired, file, err = plan.FromFile(name, data, holding); err != nil {
+		desired, file, err = plan.FromFile(name, data, holding)
+		// A file that breaks its rules is still checked against the host below, so
+		// that one run names every mistake; its devices, if they are what it broke,
+		// are left for that error to name.
+		var invalid *plan.InvalidFileError
+		if errors.As(err, &invalid) {
+			file, fileErr = invalid.File, err
+		} else if err != nil {
 			return plan.Desired{}, nil, err
 		}
-		if devices == "" {
+		if _, err := pci.ParseSelectors(file.Devices); devices == "" && err == nil {
 			devices = file.Devices
 		}
 	}
@@ -92,18 +100,18 @@ func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.
 	}
 	sels, err := parseSelectors(h, devices)
 	if err != nil {
-		return plan.Desired{}, nil, fmt.Errorf("devices: %w", err)
+		return plan.Desired{}, nil, errors.Join(fileErr, fmt.Errorf("devices: %w", err))
 	}
 	inv, err := inventory.Build(h, sels)
 	if err != nil {
-		return plan.Desired{}, nil, err
+		return plan.Desired{}, nil, errors.Join(fileErr, err)
 	}
 	g.warn(inv.Warnings)
 	// Every name the file gives must exist before anything is planned: a driver name
 	// that matches no driver would leave the GPUs without one, and the functions that
 	// should follow them behind.
 	if file != nil {
-		if err := file.Check(inv, names); err != nil {
+		if err := errors.Join(fileErr, file.Check(inv, names)); err != nil {
 			return plan.Desired{}, nil, err
 		}
 		if err := desired.ResolveMappings(names.Mappings); err != nil {

@@ -105,10 +105,21 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
 }
 
+// InvalidFileError is a split.toml that could be read but breaks its rules: every
+// problem (Err), and the file as far as it was read (File), on which Check can still
+// look up the names it gives, so that one run shows both kinds of mistake.
+type InvalidFileError struct {
+	File *File
+	Err  error
+}
+
+func (e *InvalidFileError) Error() string { return e.Err.Error() }
+func (e *InvalidFileError) Unwrap() error { return e.Err }
+
 // ParseFile reads a split.toml: unknown keys, wrong types and bad selectors are errors
 // that name the line and column. It reports every problem of the file at once (joined,
-// one a line), not one a run; only a TOML syntax error, after which nothing can be
-// read, comes alone.
+// one a line, in an *InvalidFileError), not one a run; only a TOML syntax error, after
+// which nothing can be read, comes alone.
 func ParseFile(name string, data []byte) (*File, error) {
 	var f File
 	var errs []error
@@ -205,7 +216,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, &InvalidFileError{File: &f, Err: errors.Join(errs...)}
 	}
 	return &f, nil
 }
@@ -239,7 +250,9 @@ type Names interface {
 // Check verifies that every name the file gives exists: each select entry chooses a
 // GPU of inv (its mapping: selectors looked up by names), each driver is one the host has or can load, each container and VM is a
 // guest of this node. It reports every problem, each with its line and column, so that
-// one run shows all there is to fix.
+// one run shows all there is to fix. What ParseFile refuses (a selector that does not
+// parse, a driver name no driver could have, a guest id out of range) it leaves to
+// ParseFile's error, so that the file of an InvalidFileError can be checked too.
 func (f *File) Check(inv *inventory.Inventory, names Names) error {
 	var gpus []*pci.Device
 	for i := range inv.GPUs {
@@ -252,9 +265,10 @@ func (f *File) Check(inv *inventory.Inventory, names Names) error {
 				break // Make says there is nothing to split, better than each selector could
 			}
 			sels, err := pci.ParseSelectors(s)
-			if err == nil {
-				sels, err = pci.ResolveMappings(sels, names.Mapping)
+			if err != nil {
+				continue
 			}
+			sels, err = pci.ResolveMappings(sels, names.Mapping)
 			if err == nil {
 				_, err = pci.Choose(gpus, gpus, sels, "GPU", "GPU")
 			}
@@ -262,17 +276,23 @@ func (f *File) Check(inv *inventory.Inventory, names Names) error {
 				errs = append(errs, f.at(t, "select", j, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
-		if t.driver != Default && t.driver != None {
+		if t.driver != Default && t.driver != None && drivers.Valid(t.driver) == nil {
 			if err := names.Driver(t.driver); err != nil {
 				errs = append(errs, f.at(t, t.driverKey, -1, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
 		for j, id := range t.cts {
+			if id < minGuestID || id > maxGuestID {
+				continue
+			}
 			if err := names.Container(id); err != nil {
 				errs = append(errs, f.at(t, "containers", j, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
 		}
 		for j, id := range t.vms {
+			if id < minGuestID || id > maxGuestID {
+				continue
+			}
 			if err := names.VM(id); err != nil {
 				errs = append(errs, f.at(t, "vms", j, fmt.Sprintf("%s: %v", t.what(), err)))
 			}
