@@ -268,7 +268,8 @@ func completeSelectors(h *host.Host, sels []pci.Selector, toComplete string) ([]
 	for _, c := range choices {
 		cands = append(cands, cobra.CompletionWithDesc(c.Value, c.Desc))
 	}
-	return completeListItem(cands, toComplete), nil
+	mappings, err := pve.MappingSelectorChoices(h)
+	return completeListItem(append(cands, completions(mappings)...), toComplete), err
 }
 
 // completeGuests offers the ids of this node's VMs or containers (kind), with their

@@ -56,7 +56,8 @@ func demoSelectors(prefix string) []string {
 	var out []string
 	for _, s := range slices.Concat(demoGPUs,
 		[]string{"numa:0", "numa:1", "group:10", "group:28", "group:42", "group:61", "group:72", "group:90", "group:101", "group:117", "10de:2bb1"},
-		[]string{"count:1", "count:2", "count:3", "count:4", "count:5", "count:6", "count:7", "count:8"}) {
+		[]string{"count:1", "count:2", "count:3", "count:4", "count:5", "count:6", "count:7", "count:8"},
+		[]string{"mapping:pro6000"}) { // the sample's other mapping, a6000-ws, is of another node
 		out = append(out, prefix+s)
 	}
 	return out
@@ -103,7 +104,10 @@ func TestCompleteValues(t *testing.T) {
 		{"one left after a comma: the list may end or go on", []string{"--demo", "topo", "--devices", "0000:01:00.0,0000:e"}, []string{"0000:01:00.0,0000:e1:00.0", "0000:01:00.0,0000:e1:00.0,"}, listed, nil},
 		{"an address without its domain", []string{"--demo", "topo", "--devices", "e"}, []string{"e1:00.0"}, listed, nil},
 		{"the --devices given narrow --vfio", []string{"--demo", "--devices", "numa:1", "plan", "--vfio", ""},
-			[]string{"0000:81:00.0", "0000:91:00.0", "0000:e1:00.0", "0000:f1:00.0", "numa:1", "group:72", "group:90", "group:101", "group:117", "10de:2bb1", "count:1", "count:2", "count:3", "count:4"}, listed, nil},
+			[]string{"0000:81:00.0", "0000:91:00.0", "0000:e1:00.0", "0000:f1:00.0", "numa:1", "group:72", "group:90", "group:101", "group:117", "10de:2bb1", "count:1", "count:2", "count:3", "count:4", "mapping:pro6000"}, listed, nil},
+		{"the GPU numbers, once typed", []string{"--demo", "plan", "--vfio", "gpu"}, []string{"gpu:0", "gpu:1", "gpu:2", "gpu:3", "gpu:4", "gpu:5", "gpu:6", "gpu:7"}, listed,
+			[]string{"gpu:4\tGPU4, 0000:81:00.0, RTX PRO 6000 Blackwell Workstation Edition"}},
+		{"a mapping after a comma", []string{"--demo", "plan", "--vfio", "gpu:4,m"}, []string{"gpu:4,mapping:pro6000", "gpu:4,mapping:pro6000,"}, listed, nil},
 		{"a --devices that matches nothing: nothing", []string{"--demo", "--devices", "numa:7", "plan", "--vfio", ""}, []string{}, noFiles, nil},
 		{"a host that cannot be opened: nothing, quietly", []string{"--root", "/nonexistent", "topo", "--devices", ""}, []string{}, noFiles, nil},
 		{"--demo with --root: nothing, quietly", []string{"--demo", "--root", "/nonexistent", "pve", "vm-layout", "--vm", ""}, []string{}, noFiles, nil},

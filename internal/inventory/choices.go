@@ -20,8 +20,10 @@ type Choice struct {
 
 // SelectorChoices are the selectors that choose among the host's GPUs (those sels count
 // as GPUs): each GPU's address, the NUMA nodes and IOMMU groups that hold GPUs, their
-// vendor:device ids and count:N, in that order. short are the addresses of domain 0000
-// as lspci prints them, without the domain. It reads only the PCI tree, not what holds
+// vendor:device ids and count:N, in that order. short are the forms offered once
+// something is typed, not to offer every GPU three times: the addresses of domain 0000
+// as lspci prints them, without the domain, then the GPU numbers as inventory and topo
+// print them (gpu:N, which pci.Choose counts in the same address order). It reads only the PCI tree, not what holds
 // the GPUs: a shell completion waits on it.
 func SelectorChoices(h *host.Host, sels []pci.Selector) (choices, short []Choice, err error) {
 	tree, err := pci.Scan(h, pciids.Default())
@@ -51,6 +53,9 @@ func SelectorChoices(h *host.Host, sels []pci.Selector) (choices, short []Choice
 		}
 		ids[gp.ID()]++
 		idName[gp.ID()] = Model(gp.Device)
+	}
+	for i, gp := range gpus {
+		short = append(short, Choice{fmt.Sprintf("gpu:%d", i), fmt.Sprintf("GPU%d, %s, %s", i, gp.Address, Model(gp.Device))})
 	}
 	for _, n := range slices.Sorted(maps.Keys(numa)) {
 		choices = append(choices, Choice{fmt.Sprintf("numa:%d", n), "NUMA node " + strconv.Itoa(n) + ": " + gpusText(numa[n])})

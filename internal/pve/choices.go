@@ -88,6 +88,27 @@ func MappingChoices(h *host.Host) ([]Choice, error) {
 	return out, nil
 }
 
+// MappingSelectorChoices are the mapping:NAME selectors that choose devices of this
+// node: each PCI mapping with an entry here, with the devices it holds here. A host
+// without pci.cfg has none, and that is no error.
+func MappingSelectorChoices(h *host.Host) ([]Choice, error) {
+	if !h.Exists(MappingPath) {
+		return nil, nil
+	}
+	choices, err := MappingChoices(h)
+	if err != nil {
+		return nil, err
+	}
+	lookup := MappingLookup(h)
+	var out []Choice
+	for _, c := range choices {
+		if paths, err := lookup(c.Value); err == nil {
+			out = append(out, Choice{"mapping:" + c.Value, "PCI mapping " + c.Value + ": " + strings.Join(paths, ", ")})
+		}
+	}
+	return out, nil
+}
+
 // BackupChoices are the backup ids, oldest first, each with the file it holds, when it
 // was replaced (in local time, as the user reads a clock) and by which command.
 func BackupChoices(h *host.Host) ([]Choice, error) {

@@ -81,5 +81,14 @@ func TestMappingAndBackupChoices(t *testing.T) {
 	if got, err := MappingChoices(rc.h); err != nil || !slices.Equal(got, []Choice{{"one", "1 entry"}, {"two", "2 entries"}}) {
 		t.Errorf("MappingChoices without descriptions: %q, %v", got, err)
 	}
+	// The mapping: selectors are the mappings with an entry on this node, each with
+	// its devices here; one of another node only is not offered.
+	if err := os.WriteFile(cfg, []byte("one\n\tmap node=kpro6,path=0000:01:00.0,id=10de:2bb1\n\ntwo\n\tmap node=kpro5,path=0000:11:00.0,id=10de:2bb1\n\nthree\n\tmap node=kpro6,path=0000:21:00.0;0000:31:00.0,id=10de:2bb1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantSel := []Choice{{"mapping:one", "PCI mapping one: 0000:01:00.0"}, {"mapping:three", "PCI mapping three: 0000:21:00.0, 0000:31:00.0"}}
+	if got, err := MappingSelectorChoices(rc.h); err != nil || !slices.Equal(got, wantSel) {
+		t.Errorf("MappingSelectorChoices: %q, %v; want %q", got, err, wantSel)
+	}
 
 }
