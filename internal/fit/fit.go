@@ -396,7 +396,11 @@ func place(m *hfmodel.Model, groups [][]GPU, tp, pp int, o Options) (Placement, 
 	p.PerSequence = perSeq
 	p.Sequences *= int64(p.Replicas)
 	p.Notes = placementNotes(m, tp, pp, p)
-	p.Verdict, p.Headroom, p.Why = verdict(p, o)
+	weightsError := 0.0
+	if m.WeightsFrom == hfmodel.WeightsEstimate {
+		weightsError = hfmodel.EstimateError
+	}
+	p.Verdict, p.Headroom, p.Why = verdict(p, o, weightsError)
 	return p, nil
 }
 
@@ -441,8 +445,11 @@ func splitNotes(m *hfmodel.Model) []string {
 }
 
 // verdict judges a placement against the sequences asked for, by Judge, and says why
-// in the placement's figures.
-func verdict(p Placement, o Options) (Verdict, float64, string) {
+// in the placement's figures. weightsError is the share by which the weights may be
+// off (hfmodel.EstimateError for weights estimated from config.json, 0 for the
+// headers' exact bytes): the cache is judged as if the weights were that much larger,
+// so that an estimate is never called a fit that the real bytes would make tight.
+func verdict(p Placement, o Options, weightsError float64) (Verdict, float64, string) {
 	ctx := Thousands(int64(o.Context))
 	headroom := math.MaxFloat64
 	for _, s := range p.Stages {
@@ -450,7 +457,12 @@ func verdict(p Placement, o Options) (Verdict, float64, string) {
 			return Judge(false, -1), -1, fmt.Sprintf("%s of weights and %s of reserve per GPU leave no KV cache on %s GPUs (%s short)",
 				GiBText(s.Weights), GiBText(s.Budget.Reserve), GiBText(s.Memory), GiBText(-s.KV))
 		}
-		headroom = min(headroom, Headroom(s.KV, s.PerSequence, o.Concurrency, p.Replicas))
+		kv := s.KV - int64(math.Ceil(float64(s.Weights)*weightsError))
+		headroom = min(headroom, Headroom(kv, s.PerSequence, o.Concurrency, p.Replicas))
+	}
+	estimated := ""
+	if weightsError > 0 {
+		estimated = fmt.Sprintf(", the weights' estimate taken %s high", strings.TrimPrefix(hfmodel.ErrorText(weightsError), "±"))
 	}
 	want := int64(o.Concurrency)
 	v := Judge(true, headroom)
@@ -458,9 +470,9 @@ func verdict(p Placement, o Options) (Verdict, float64, string) {
 	case DoesNotFit:
 		return v, headroom, fmt.Sprintf("holds %d of the %d sequences of %s tokens asked", p.Sequences, want, ctx)
 	case Tight:
-		return v, headroom, fmt.Sprintf("holds the %d sequences of %s tokens asked with %s of the KV cache to spare, less than the %d%% a fit keeps (the reserve is an estimate)", want, ctx, percent(headroom), int(Margin*100))
+		return v, headroom, fmt.Sprintf("holds the %d sequences of %s tokens asked with %s of the KV cache to spare%s, less than the %d%% a fit keeps (the reserve is an estimate)", want, ctx, percent(headroom), estimated, int(Margin*100))
 	}
-	return v, headroom, fmt.Sprintf("holds %d sequences of %s tokens, %d asked, with %s of the KV cache to spare", p.Sequences, ctx, want, percent(headroom))
+	return v, headroom, fmt.Sprintf("holds %d sequences of %s tokens, %d asked, with %s of the KV cache to spare%s", p.Sequences, ctx, want, percent(headroom), estimated)
 }
 
 // percent words a share of the KV cache: "4%", "more than 1000%".

@@ -447,13 +447,30 @@ func TestVerdicts(t *testing.T) {
 	} {
 		p := Placement{Replicas: c.replicas, Stages: []Stage{{KV: c.kv, PerSequence: per}}}
 		p.Sequences = max(c.kv, 0) / per * int64(c.replicas)
-		v, headroom, why := verdict(p, Options{Context: 1000, Concurrency: 16})
+		v, headroom, why := verdict(p, Options{Context: 1000, Concurrency: 16}, 0)
 		if v != c.want {
 			t.Errorf("KV %d over %d replicas: %s (%s), want %s", c.kv, c.replicas, v, why, c.want)
 		}
 		if c.kv > 0 && v != Judge(true, headroom) {
 			t.Errorf("KV %d: verdict %s, Judge of its headroom %g %s", c.kv, v, headroom, Judge(true, headroom))
 		}
+	}
+}
+
+// Weights estimated from config.json are judged at the estimate's worst: a cache that
+// fits by the exact bytes, with 10% to spare, is tight when the weights may be
+// hfmodel.EstimateError larger and that much would come out of the cache.
+func TestVerdictOfAnEstimate(t *testing.T) {
+	const per = 1000
+	// 10 MB of weights, ±0.01%: up to 1,000 bytes more, one sequence's worth.
+	p := Placement{Replicas: 1, Sequences: 17, Stages: []Stage{{KV: 17*per + 600, PerSequence: per, Weights: 10_000_000}}}
+	o := Options{Context: 1000, Concurrency: 16}
+	if v, _, why := verdict(p, o, 0); v != Fits {
+		t.Errorf("exact weights: %s (%s), want fits", v, why)
+	}
+	v, headroom, why := verdict(p, o, hfmodel.EstimateError)
+	if v != Tight || !strings.Contains(why, "the weights' estimate taken 0.01% high") || headroom >= Margin {
+		t.Errorf("estimated weights: %s, %g (%s), want tight, said so", v, headroom, why)
 	}
 }
 
