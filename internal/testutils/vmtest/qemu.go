@@ -258,10 +258,38 @@ echo "@@DONE"
 poweroff -f
 `
 
+// guest is what one boot starts: a name for errors, QEMU's command line without the
+// kernel and initramfs, and the kernel's command line.
+type guest struct {
+	name string
+	// args returns QEMU's options; dir is the boot's own temporary directory, for the
+	// files (disks, firmware variables) that last only as long as the boot.
+	args    func(dir string) ([]string, error)
+	cmdline string
+}
+
+func (t Topology) guest() guest {
+	return guest{
+		name: "topology " + t.Name,
+		args: func(dir string) ([]string, error) {
+			disks, err := t.disks(dir)
+			if err != nil {
+				return nil, err
+			}
+			return append(disks, t.args()...), nil
+		},
+		cmdline: t.cmdline(),
+	}
+}
+
 // Run boots topo and runs script in the guest (busybox sh, with emit defined). A boot
 // that dies in one of the startupPanics is retried once, and Result.Retried says so.
 func (v *VM) Run(ctx context.Context, topo Topology, script string) (*Result, error) {
-	res, err := v.run(ctx, topo, script)
+	return v.runRetry(ctx, topo.guest(), script)
+}
+
+func (v *VM) runRetry(ctx context.Context, g guest, script string) (*Result, error) {
+	res, err := v.run(ctx, g, script)
 	if err == nil || res == nil {
 		return res, err
 	}
@@ -269,7 +297,7 @@ func (v *VM) Run(ctx context.Context, topo Topology, script string) (*Result, er
 	if reason == "" {
 		return res, err
 	}
-	res, err = v.run(ctx, topo, script)
+	res, err = v.run(ctx, g, script)
 	if res != nil {
 		res.Retried = reason
 	}
@@ -279,7 +307,7 @@ func (v *VM) Run(ctx context.Context, topo Topology, script string) (*Result, er
 	return res, err
 }
 
-func (v *VM) run(ctx context.Context, topo Topology, script string) (*Result, error) {
+func (v *VM) run(ctx context.Context, g guest, script string) (*Result, error) {
 	initrd, err := v.initramfs(script)
 	if err != nil {
 		return nil, err
@@ -293,11 +321,11 @@ func (v *VM) run(ctx context.Context, topo Topology, script string) (*Result, er
 	if err := os.WriteFile(initrdPath, initrd, 0o644); err != nil {
 		return nil, err
 	}
-	disks, err := topo.disks(dir)
+	args, err := g.args(dir)
 	if err != nil {
 		return nil, err
 	}
-	args := append(append(disks, topo.args()...), "-kernel", v.Kernel.Image, "-initrd", initrdPath, "-append", topo.cmdline())
+	args = append(args, "-kernel", v.Kernel.Image, "-initrd", initrdPath, "-append", g.cmdline)
 	ctx, cancel := context.WithTimeout(ctx, v.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
@@ -308,13 +336,13 @@ func (v *VM) run(ctx context.Context, topo Topology, script string) (*Result, er
 	runErr := cmd.Run()
 	res, perr := parseConsole(console.String())
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("topology %s: the guest did not finish within %s\n%s", topo.Name, v.Timeout, tail(console.String(), 40))
+		return res, fmt.Errorf("%s: the guest did not finish within %s\n%s", g.name, v.Timeout, tail(console.String(), 40))
 	}
 	if runErr != nil {
-		return res, fmt.Errorf("topology %s: qemu-system-x86_64 %s: %v\n%s", topo.Name, strings.Join(args, " "), runErr, tail(console.String(), 40))
+		return res, fmt.Errorf("%s: qemu-system-x86_64 %s: %v\n%s", g.name, strings.Join(args, " "), runErr, tail(console.String(), 40))
 	}
 	if perr != nil {
-		return res, fmt.Errorf("topology %s: %v\n%s", topo.Name, perr, tail(console.String(), 40))
+		return res, fmt.Errorf("%s: %v\n%s", g.name, perr, tail(console.String(), 40))
 	}
 	return res, nil
 }
