@@ -19,7 +19,7 @@ import (
 )
 
 // Setup says how to get what the harness needs; every "missing" error ends with it.
-const Setup = "run scripts/vm-deps as root (it installs qemu-system-x86 and busybox-static with apt-get " +
+const Setup = "run scripts/vm-deps as root (it installs qemu-system-x86, busybox-static and ovmf with apt-get " +
 	"and downloads Debian's linux-image .deb into the cache), or set GPUSPLIT_KERNEL_DEB to a linux-image-*.deb"
 
 // Kernel is a Debian kernel package unpacked into the cache: never installed as this
