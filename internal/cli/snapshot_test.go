@@ -139,7 +139,7 @@ func TestSnapshotRedactsAndServes(t *testing.T) {
 		t.Errorf("archive %q, files left out %v", sum.Archive, sum.FilesLeftOut)
 	}
 	for _, want := range []string{
-		"  /etc/pve/nodes/kpro6/qemu-server/131.conf: replaced: args; left out: agent, balloon, boot, cipassword ×3, cpu, description ×3,",
+		"  /etc/pve/nodes/kpro6/qemu-server/131.conf: replaced: args; left out: agent, balloon, boot, cipassword ×3, description ×3,",
 		"  /etc/pve/nodes/kpro6/lxc/129.conf: left out: description, features, hostname, lxc.environment, lxc.mount.entry, mp0,",
 		"  /proc/48213/cmdline: replaced: argv[0]; left out: arguments ×6\n",
 		"  /proc/cmdline: replaced: iscsi_password, netroot, rd.luks.key\n",

@@ -30,13 +30,14 @@ func (r *Redaction) empty() bool { return len(r.LeftOut) == 0 && len(r.Replaced)
 // only ones a snapshot keeps. Who reads them: internal/pve's sync (hostpciN, machine,
 // numa, numaN, cores, sockets, memory, devN, lxc.mount.entry, lxc.cgroup2.devices.allow,
 // lock), internal/vmlayout (arch, machine, ostype, hostpciN, numa, numaN, args) and
-// internal/holders (hostpciN, devN, lxc.mount.entry). bios and hookscript are kept for
-// the reports of passthrough trouble (OVMF or SeaBIOS, gpusplit's hook) though no
-// command reads them yet. Everything else (description, cipassword, sshkeys, net0,
-// lxc.environment, disks, tags, name, hostname...) says nothing gpusplit needs and may
-// say what should not leave the host.
+// internal/holders (hostpciN, devN, lxc.mount.entry), internal/addrspace through sync
+// (bios, cpu, hotplug, hugepages, machine, memory, sockets, args). hookscript is kept
+// for the reports of passthrough trouble (gpusplit's hook) though no command reads it
+// yet. Everything else (description, cipassword, sshkeys, net0, lxc.environment, disks,
+// tags, name, hostname...) says nothing gpusplit needs and may say what should not
+// leave the host.
 var guestKeys = []string{
-	"arch", "args", "bios", "cores", "hookscript", "lock",
+	"arch", "args", "bios", "cores", "cpu", "hookscript", "hotplug", "hugepages", "lock",
 	"machine", "memory", "numa", "ostype", "sockets",
 	"template", "vga",
 	"lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow", "lxc.mount.entry",
@@ -150,9 +151,14 @@ func redactArgs(line string) (string, int) {
 	return out.String(), n
 }
 
+// sizeFwCfg are the fw_cfg files whose string= is a size, no secret: OVMF's 64-bit
+// window, which the address-space plan reads from args.
+var sizeFwCfg = []string{"name=opt/ovmf/X-PciMmio64Mb"}
+
 // redactToken redacts the parts of one word of args: QEMU separates properties by ',',
 // and writes a ',' inside a value as ",,".
 func redactToken(tok string) (string, int) {
+	size := slices.ContainsFunc(sizeFwCfg, func(name string) bool { return slices.Contains(strings.Split(tok, ","), name) })
 	var out strings.Builder
 	n, start := 0, 0
 	for i := 0; i <= len(tok); i++ {
@@ -164,7 +170,8 @@ func redactToken(tok string) (string, int) {
 			continue
 		}
 		part := tok[start:i]
-		if k, v, ok := strings.Cut(part, "="); ok && v != "" && !strings.HasPrefix(v, Redacted) && (secretName(k) || secretValue(v)) {
+		if k, v, ok := strings.Cut(part, "="); ok && v != "" && !strings.HasPrefix(v, Redacted) && (secretName(k) || secretValue(v)) &&
+			!(size && k == "string" && strings.Trim(v, "0123456789") == "") {
 			quotes := v[len(strings.TrimRight(v, `"'`)):]
 			part = k + "=" + Redacted + quotes
 			n++

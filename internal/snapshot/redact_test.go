@@ -26,7 +26,7 @@ func secretRootCmdline() (fakehost.Machine, []string, string) {
 	secrets := []string{
 		"desc-s3cr3t", "desc-key-s3cr3t", "cipw-s3cr3t", "ciuser-s3cr3t", "sshkey-s3cr3t",
 		"objdata-s3cr3t", "spicepw-s3cr3t", "drivekey-s3cr3t", "smbios-s3cr3t", "iscsi-s3cr3t",
-		"fwcfg-s3cr3t", "quoted-s3cr3t", "commas-s3cr3t", "net-s3cr3t", "tags-s3cr3t",
+		"fwcfg-s3cr3t", "mmio-s3cr3t", "quoted-s3cr3t", "commas-s3cr3t", "net-s3cr3t", "tags-s3cr3t",
 		"env-s3cr3t", "env2-s3cr3t", "hook-s3cr3t", "mount-s3cr3t", "ctdesc-s3cr3t",
 		"snapdesc-s3cr3t", "snapcipw-s3cr3t", "snapargs-s3cr3t", "pendcipw-s3cr3t",
 		"pendargs-s3cr3t", "cloudinit-s3cr3t", "garbage-s3cr3t",
@@ -51,14 +51,17 @@ func secretRootCmdline() (fakehost.Machine, []string, string) {
 		"args: -object secret,id=sec0,data=objdata-s3cr3t -spice port=5900,password=spicepw-s3cr3t" +
 		" -drive file=/dev/zvol/x,key-secret=drivekey-s3cr3t -smbios type=11,value=io.systemd.credential:password=smbios-s3cr3t" +
 		" -drive file=iscsi://admin:iscsi-s3cr3t@10.0.0.1/iqn.x/0 -fw_cfg name=opt/ign,string=fwcfg-s3cr3t" +
+		" -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=2097152 -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=mmio-s3cr3t" +
 		" -append \"quiet password=quoted-s3cr3t\" -object secret,id=sec1,data=commas-s3cr3t,,more,format=raw" +
 		" -device pxb-pcie,id=gpusplit-pxb0,bus_nr=128,numa_node=0,bus=pcie.0,addr=0x2\n" +
 		"bios: ovmf\n" +
 		"cipassword: cipw-s3cr3t\n" +
 		"ciuser: ciuser-s3cr3t\n" +
 		"cores: 8\n" +
+		"cpu: x86-64-v2-AES,flags=+pdpe1gb,phys-bits=42\n" +
 		"description: desc-key-s3cr3t\n" +
 		"hookscript: local:snippets/gpusplit.sh\n" +
+		"hotplug: disk,network,usb,memory\n" +
 		"hostpci0: mapping=gpus,pcie=1\n" +
 		"machine: q35\n" +
 		"memory: 65536\n" +
@@ -186,11 +189,14 @@ func TestSnapshotHoldsNoSecret(t *testing.T) {
 	wantVM := "args: -object secret,id=sec0,data=<redacted> -spice port=5900,password=<redacted>" +
 		" -drive file=/dev/zvol/x,key-secret=<redacted> -smbios type=11,value=<redacted>" +
 		" -drive file=<redacted> -fw_cfg name=opt/ign,string=<redacted>" +
+		" -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=2097152 -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=<redacted>" +
 		" -append \"quiet password=<redacted>\" -object secret,id=sec1,data=<redacted>,format=raw" +
 		" -device pxb-pcie,id=gpusplit-pxb0,bus_nr=128,numa_node=0,bus=pcie.0,addr=0x2\n" +
 		"bios: ovmf\n" +
 		"cores: 8\n" +
+		"cpu: x86-64-v2-AES,flags=+pdpe1gb,phys-bits=42\n" +
 		"hookscript: local:snippets/gpusplit.sh\n" +
+		"hotplug: disk,network,usb,memory\n" +
 		"hostpci0: mapping=gpus,pcie=1\n" +
 		"machine: q35\n" +
 		"memory: 65536\n" +
@@ -246,7 +252,7 @@ func TestSnapshotHoldsNoSecret(t *testing.T) {
 	}
 	for file, want := range map[string]Redaction{
 		"/etc/pve/nodes/n/qemu-server/131.conf": {
-			Replaced: map[string]int{"args": 10},
+			Replaced: map[string]int{"args": 11},
 			LeftOut: map[string]int{"description": 4, "cipassword": 4, "ciuser": 1, "net0": 1, "sshkeys": 1,
 				"tags": 1, "(not a key)": 1, "snaptime": 1, "delete": 1},
 		},
