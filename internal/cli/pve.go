@@ -105,7 +105,10 @@ func newPVESync(g *globals) *cobra.Command {
     minors the driver reports, plus /dev/nvidiactl and /dev/nvidia-uvm(-tools);
   - each VM that uses the mappings points at the vfio-pci side, with pcie=1 on a q35
     machine, x-vga off for compute GPUs, and numa: 1 with numaN entries bound to the
-    GPUs' host NUMA nodes.
+    GPUs' host NUMA nodes;
+  - each VM given GPUs gets what its firmware needs to place their BARs: phys-bits (and
+    +pdpe1gb) in cpu, OVMF's 64-bit window in args; a host whose CPU cannot give the
+    width is refused (docs/vm-topology.md, The guest's address space).
 
 It prints a unified diff of every file it would change, with what to know about each (a
 running guest sees changes at its next start), then asks (--yes: it does not ask;

@@ -49,6 +49,7 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 	moved := map[[2]string][]string{} // (from, to) → the hostpci entries moved
 	var pcie, vga []string
 	var gpus []pci.Address
+	var passed []passedGPU // what each hostpci entry passes, for the address-space plan
 	relevant := isExplicit
 	q35 := strings.Contains(firstOf(g.Get("machine")), "q35")
 	for _, n := range slices.Sorted(maps.Keys(hostpcis)) {
@@ -61,6 +62,7 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 			if a, ok := s.gpuOfPath(withDomain(props["host"])); ok {
 				relevant = true
 				gpus = append(gpus, a)
+				passed = append(passed, passedGPU{entry: k.Name, candidates: []pci.Address{a}})
 				if !onVFIO(s.side[a].Driver) {
 					c.Notes = append(c.Notes, fmt.Sprintf("VM %d: %s passes %s through by address, but it stays on %s: the VM would take it from the host at its start", g.ID, k.Name, a, s.side[a].Driver))
 				}
@@ -97,6 +99,7 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 		}
 		used = append(used, to)
 		gpus = append(gpus, mgpus...)
+		passed = append(passed, passedGPU{entry: k.Name, mapping: to, candidates: mgpus})
 	}
 	if !relevant {
 		return false
@@ -127,6 +130,7 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 		c.Notes = append(c.Notes, fmt.Sprintf("VM %d: machine becomes q35, which pcie=1 needs; the guest sees new hardware at its next start", g.ID))
 	}
 	s.syncNUMA(g, dedupe(gpus), c)
+	s.syncAddressSpace(g, passed, c)
 	return true
 }
 
