@@ -112,8 +112,10 @@ func checkBARs(e *Env) []Finding {
 	}
 	if e.Guest {
 		window := windowMB(e)
-		fmt.Fprintf(&remedy, "In a VM the firmware's 64-bit MMIO window is too small for the GPUs' apertures ("+
-			"OVMF sizes it from the CPU's physical address bits, q35's default hole is 32 GB). On Proxmox give the VM `cpu: host` "+
+		fmt.Fprintf(&remedy, "In a VM the firmware's 64-bit MMIO window is too small for the GPUs' apertures, or lies past the guest's "+
+			"phys-bits (OVMF sizes it from the CPU's physical address bits, which are 40 unless set; q35's default hole is 32 GB). "+
+			"On the Proxmox host, `gpusplit pve sync` plans this VM's address space and writes what it needs (phys-bits and +pdpe1gb "+
+			"in `cpu`, OVMF's window in `args`; docs/vm-topology.md, The guest's address space). By hand: give the VM `cpu: host` "+
 			"(or `cpu: <type>,phys-bits=host`) so OVMF sees the host's address width, or set the window explicitly with "+
 			"`args: -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=%d` (in MB: %d GiB, the GPUs' 64-bit BARs, %d GiB, rounded up to a power of two). "+
 			"Inside the guest, `pci=realloc` lets the kernel re-place what the firmware left out. Then restart the VM.", window, window>>10, sum64(e)>>30)
