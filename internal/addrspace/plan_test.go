@@ -9,7 +9,9 @@ import (
 
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // sample is the embedded sample host (kpro6: 8 × RTX PRO 6000, AMD EPYC 9335).
@@ -394,5 +396,56 @@ func TestRombar(t *testing.T) {
 		if r.SeaBIOS.Mem32Fits() != (rombar != "") {
 			t.Errorf("rombar %q: 32-bit need %s in %s", rombar, size(r.SeaBIOS.Mem32Need), size(r.SeaBIOS.Mem32Window.Size()))
 		}
+	}
+}
+
+// Five GeForce RTX 4090 (32 GiB BAR1, from the fakehost fixture of oracle O2, an EPYC
+// host) in a VM with QEMU's 40 bits under OVMF: five root ports of 32 GiB + 32 MiB at
+// 64 GiB strides take 288 GiB + 32 MiB (with QEMU's padded PCI bridges 290.5 GiB), more
+// than the 128 GiB default window. 40 bits
+// are trusted on AMD, so OVMF's window alone does it: 512 GiB at 512 GiB, of which what
+// lies past the HyperTransport range at 1012 GiB is of no use — still room enough; no
+// cpu change. The fakehost machine whose CPU addresses 40 bits (the story's guest) has
+// no room for eight RTX PRO 6000: refused.
+func TestFakehostRTX4090(t *testing.T) {
+	h, err := fakehost.OracleO2().Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []Device
+	for i, g := range inv.GPUs {
+		devs = append(devs, DeviceOf(h, fmt.Sprintf("hostpci%d", i), append([]*pci.Device{g.Device}, g.Functions...)...))
+	}
+	if len(devs) != 5 {
+		t.Fatalf("%d GPUs", len(devs))
+	}
+	config := vm131(t, 5, "x86-64-v2-AES", "ovmf")
+	r := plan(t, config, devs, HostCPU{PhysBits: 48, Vendor: "AuthenticAMD", PDPE1GB: true})
+	if r.Outcome != NeedsSettings || r.CPU != "" || r.Largest != 32<<30 {
+		t.Fatalf("outcome %s, cpu %q, args %q, largest %s", r.Outcome, r.CPU, r.Args, size(r.Largest))
+	}
+	if mb, _ := argsWindow(r.Args); mb != 512<<10 || r.Planned.Window != (Window{Start: 512 << 30, End: amdHTStart}) {
+		t.Errorf("window %d MiB, planned %+v", mb, r.Planned.Window)
+	}
+	// Then the DMI-to-PCI bridge: its four hot-plug PCI bridges padded to 1/256 of the
+	// 128 GiB window, 512 MiB each, after the ports at 512 MiB alignment.
+	if r.OVMF.Need != 4*64<<30+32<<30+512<<20+4*512<<20 {
+		t.Errorf("need %s", size(r.OVMF.Need))
+	}
+
+	story, err := fakehost.CloudGuestBARFailure().Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, err := ReadHostCPU(story)
+	if err != nil || narrow.PhysBits != 40 {
+		t.Fatalf("%+v, %v", narrow, err)
+	}
+	if r := plan(t, vm131(t, 8, "host", "ovmf"), gpus(t, 8), narrow); r.Outcome != Refused {
+		t.Errorf("on a 40-bit CPU: %s %q", r.Outcome, r.Settings)
 	}
 }
