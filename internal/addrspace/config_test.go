@@ -139,9 +139,57 @@ func TestReadHostCPUErrors(t *testing.T) {
 	if _, err := ReadHostCPU(h); err == nil || !strings.Contains(err.Error(), "address sizes") {
 		t.Errorf("err = %v", err)
 	}
+	os.WriteFile(filepath.Join(dir, "proc/cpuinfo"), []byte("processor\t: 0\naddress sizes\t: 99 bits physical, 57 bits virtual\n"), 0o644)
+	if _, err := ReadHostCPU(h); err == nil || !strings.Contains(err.Error(), "99 bits") {
+		t.Errorf("err = %v", err)
+	}
 	os.WriteFile(filepath.Join(dir, "proc/cpuinfo"), []byte("processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu lm\naddress sizes\t: 46 bits physical, 57 bits virtual\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\nflags\t\t: fpu pdpe1gb\naddress sizes\t: 52 bits physical, 57 bits virtual\n\n"), 0o644)
 	c, err := ReadHostCPU(h)
 	if err != nil || c != (HostCPU{PhysBits: 46, Vendor: "GenuineIntel"}) {
 		t.Errorf("%+v, %v", c, err)
 	}
+}
+
+// Any config text plans without a panic, to one of the outcomes, and a plan that asks
+// for settings keeps the cpu and args it was given but for what it sets.
+func FuzzPlan(f *testing.F) {
+	h, err := samplehost.Open()
+	if err != nil {
+		f.Fatal(err)
+	}
+	text, err := h.ReadString("/etc/pve/nodes/kpro6/qemu-server/131.conf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(text)
+	f.Add(strings.Replace(text, "cpu: host", "cpu: x86-64-v2-AES,flags=+aes;-pdpe1gb,phys-bits=39", 1))
+	f.Add(strings.Replace(text, "bios: ovmf", "args: -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=65536 -global q35-pcihost.pci-hole64-size=1T\nhotplug: memory", 1))
+	f.Add("machine: pc\nmemory: current=4096\nhostpci0: 01:00.0,rombar=0\nhostpci7: mapping=x\n")
+	gpu := Device{Functions: []Function{{BARs: []BAR{{Index: 0, Size: 64 << 20}, {Index: 1, Size: 128 << 30, Is64Bit: true, Prefetchable: true}, {Index: 3, Size: 32 << 20, Is64Bit: true, Prefetchable: true}, {Index: 6, Size: 512 << 10}}}}}
+	var devs []Device
+	for i := range 8 {
+		d := gpu
+		d.Entry = "hostpci" + string(rune('0'+i))
+		devs = append(devs, d)
+	}
+	cpu := HostCPU{PhysBits: 52, Vendor: "AuthenticAMD", PDPE1GB: true}
+	f.Fuzz(func(t *testing.T, config string) {
+		r, err := Plan(config, devs, cpu)
+		if err != nil {
+			return
+		}
+		switch r.Outcome {
+		case OK, Refused:
+			if r.CPU != "" || r.Args != "" {
+				t.Errorf("%s with settings: %q %q", r.Outcome, r.CPU, r.Args)
+			}
+		case NeedsSettings, NeedsRealloc:
+			c := parseConfig(config)
+			if r.CPU != "" && parseCPU(r.CPU).Type != parseCPU(c["cpu"]).Type {
+				t.Errorf("cpu %q became %q", c["cpu"], r.CPU)
+			}
+		default:
+			t.Errorf("outcome %q", r.Outcome)
+		}
+	})
 }

@@ -46,6 +46,9 @@ func ReadHostCPU(h *host.Host) (HostCPU, error) {
 	if c.PhysBits == 0 {
 		return c, fmt.Errorf("/proc/cpuinfo has no \"address sizes\" line: the host's physical address width is unknown")
 	}
+	if c.PhysBits < 32 || c.PhysBits > 64 {
+		return c, fmt.Errorf("/proc/cpuinfo says the CPU addresses %d bits, which no x86-64 CPU does", c.PhysBits)
+	}
 	return c, nil
 }
 
