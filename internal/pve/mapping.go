@@ -7,6 +7,7 @@ package pve
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -368,9 +369,9 @@ func (f *MappingFile) String() string { return joinLines(f.lines) }
 // SetNodeMaps replaces the map lines of one node in a mapping, keeping the other nodes'
 // lines where they are; new lines go where this node's first line was, or after the
 // mapping's last map line. A mapping that does not exist is added at the end of the file,
-// with description when given. A mapping left without any map line is removed, since
-// Proxmox cannot keep a mapping without one.
-func (f *MappingFile) SetNodeMaps(id, node string, entries []MapEntry, description string) error {
+// with props (description, live-migration-capable, mdev) where given. A mapping left
+// without any map line is removed, since Proxmox cannot keep a mapping without one.
+func (f *MappingFile) SetNodeMaps(id, node string, entries []MapEntry, props map[string]string) error {
 	m := f.Mapping(id)
 	newLines := make([]line, 0, len(entries))
 	for _, e := range entries {
@@ -383,8 +384,12 @@ func (f *MappingFile) SetNodeMaps(id, node string, entries []MapEntry, descripti
 		}
 		section := []line{{text: id, end: "\n"}}
 		section = append(section, newLines...)
-		if description != "" {
-			section = append(section, line{text: "\tdescription " + description, end: "\n"})
+		// Proxmox writes the optional keys after map, in sorted order (SectionConfig's
+		// write_config): description, live-migration-capable, mdev.
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			if props[k] != "" {
+				section = append(section, line{text: "\t" + k + " " + props[k], end: "\n"})
+			}
 		}
 		section = append(section, line{text: "", end: "\n"})
 		// The file must end in an empty line before a new section.

@@ -116,7 +116,7 @@ func TestSetNodeMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := MapEntry{Node: "pve1", Path: "0000:31:00.0", ID: "10de:20b0", SubsystemID: "10de:134f", IOMMUGroup: "41"}
-	if err := f.SetNodeMaps("gpu-a100", "pve1", []MapEntry{e}, ""); err != nil {
+	if err := f.SetNodeMaps("gpu-a100", "pve1", []MapEntry{e}, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := strings.Replace(read(t, "pci.cfg.example"), "\tmap id=10de:20b0,iommugroup=23,node=pve1,path=0000:17:00.0,subsystem-id=10de:134f\n", "", 1)
@@ -124,20 +124,20 @@ func TestSetNodeMaps(t *testing.T) {
 		t.Errorf("after dropping one pve1 entry:\n%s", f.String())
 	}
 	// A new mapping goes at the end, in Proxmox's form.
-	if err := f.SetNodeMaps("a100-vm", "pve1", []MapEntry{{Node: "pve1", Path: "0000:17:00.0", ID: "10de:20b0", SubsystemID: "10de:134f", IOMMUGroup: "23"}}, "A100 for VMs"); err != nil {
+	if err := f.SetNodeMaps("a100-vm", "pve1", []MapEntry{{Node: "pve1", Path: "0000:17:00.0", ID: "10de:20b0", SubsystemID: "10de:134f", IOMMUGroup: "23"}}, map[string]string{"description": "A100 for VMs"}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(f.String(), "\n\na100-vm\n\tmap id=10de:20b0,iommugroup=23,node=pve1,path=0000:17:00.0,subsystem-id=10de:134f\n\tdescription A100 for VMs\n\n") {
 		t.Errorf("new mapping:\n%s", f.String())
 	}
 	// A mapping left without entries goes; other nodes' entries keep it alive.
-	if err := f.SetNodeMaps("a100-vm", "pve1", nil, ""); err != nil {
+	if err := f.SetNodeMaps("a100-vm", "pve1", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f.Mapping("a100-vm") != nil || f.String() != want {
 		t.Errorf("empty mapping not removed:\n%s", f.String())
 	}
-	if err := f.SetNodeMaps("gpu-a100", "pve1", nil, ""); err != nil || len(f.Mapping("gpu-a100").Maps) != 1 {
+	if err := f.SetNodeMaps("gpu-a100", "pve1", nil, nil); err != nil || len(f.Mapping("gpu-a100").Maps) != 1 {
 		t.Errorf("pve2's entry should keep gpu-a100: %v", err)
 	}
 }

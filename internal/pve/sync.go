@@ -160,6 +160,7 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 	want := map[string][]pci.Address{}
 	described := map[string]string{}
 	entryOf := map[pci.Address]MapEntry{} // existing entries, to keep their form
+	heldIn := map[pci.Address][]string{}  // the mappings each GPU is in on this node now
 	named := false
 	var refusals []string
 	for _, t := range d.Targets {
@@ -172,6 +173,7 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 		for _, e := range m.NodeMaps(s.node) {
 			if a, ok := s.gpuOfPath(e.Path); ok {
 				entryOf[a] = e
+				heldIn[a] = append(heldIn[a], m.ID)
 			}
 		}
 	}
@@ -256,7 +258,11 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 		for _, a := range gpus {
 			entries = append(entries, s.entry(a, entryOf[a]))
 		}
-		if err := f.SetNodeMaps(id, s.node, entries, described[id]); err != nil {
+		props := map[string]string{"description": described[id]}
+		if f.Mapping(id) == nil && len(gpus) > 0 {
+			maps.Copy(props, s.inherited(f, id, gpus, heldIn))
+		}
+		if err := f.SetNodeMaps(id, s.node, entries, props); err != nil {
 			return nil, err
 		}
 	}
