@@ -48,6 +48,7 @@ type guestScan struct {
 	haveReservations bool
 	node             string
 	mappings         map[string][]string // mapping → its paths on this node; nil until read
+	allVMs           []configuredVM      // every VM of this node, running or not; nil until read
 	warnings         []string
 }
 

@@ -92,6 +92,8 @@ func (h Holder) String() string {
 		return fmt.Sprintf("running VM %d (%s)", h.VM, h.guestKey())
 	case KindContainer:
 		return fmt.Sprintf("running container %d (%s)", h.Container, h.guestKey())
+	case KindKeep:
+		return fmt.Sprintf("VM %d's %s (%s)", h.VM, h.Name, h.Detail)
 	}
 	return string(h.Kind) + " " + h.Name
 }
@@ -127,6 +129,8 @@ func (h Holder) Short() string {
 		return fmt.Sprintf("VM %d", h.VM)
 	case KindContainer:
 		return fmt.Sprintf("CT %d", h.Container)
+	case KindKeep:
+		return fmt.Sprintf("keep: VM %d", h.VM)
 	}
 	return h.String()
 }
@@ -141,6 +145,8 @@ func (h Holder) Key() string {
 		return fmt.Sprintf("vm %d", h.VM)
 	case KindContainer:
 		return fmt.Sprintf("container %d", h.Container)
+	case KindKeep:
+		return fmt.Sprintf("keep vm %d %s", h.VM, h.Name)
 	}
 	return string(h.Kind) + " " + h.Name
 }
@@ -229,6 +235,7 @@ func Find(h *host.Host, devs []Device) *Result {
 	g := newGuestScan(h)
 	for _, d := range devs {
 		r.add(d.Address, g.holders(d, r.Holders[d.Address])...)
+		r.add(d.Address, g.keepHolders(d)...)
 	}
 	r.Warnings = append(r.Warnings, g.warnings...)
 	return r

@@ -33,8 +33,16 @@ func (r *run) vmStart(ctx context.Context, lock *bind.Lock) error {
 	if err != nil {
 		return fmt.Errorf("VM %d start refused: %w", r.vmid, err)
 	}
+	// An entry with driver=keep asks that its device stay on the driver it is on, as
+	// qemu-server leaves it: the hook moves it no more than qemu-server does. A device
+	// that would move with another (its slot's GPU, its IOMMU group) is held by that
+	// entry (holders.KindKeep), and the start refused.
 	var hostDevices []pci.Address
 	for _, d := range m.Devices {
+		if d.Keep {
+			r.logf("%s (%s) has driver=keep: it stays on its driver", d.HostAddress, d.Hostpci)
+			continue
+		}
 		hostDevices = append(hostDevices, d.HostAddress)
 	}
 	gpus := vmGPUs(inv, hostDevices)

@@ -73,6 +73,10 @@ type Device struct {
 	// device), "reserved" (Proxmox has reserved it for the running VM) or "predicted"
 	// (the first free device of a mapping, as Proxmox picks at start).
 	Choice string `json:"choice"`
+	// Keep says the entry has driver=keep: qemu-server neither resets the device nor
+	// binds it to vfio-pci at the VM's start (PVE::QemuServer::PCI, prepare_pci_device),
+	// and the hook leaves it on its driver too. Not in the manifest, which is the guest's.
+	Keep bool `json:"-"`
 }
 
 // GuestNode binds a guest NUMA node to the host node holding its memory.

@@ -299,6 +299,7 @@ func predict(h *host.Host, t *pci.Tree, vmid int, now time.Time, needGPU bool) (
 				LinkWidth:   width,
 				Mapping:     opts["mapping"],
 				Choice:      choice,
+				Keep:        opts["driver"] == "keep",
 			}
 			if j == 0 {
 				// qemu-server gives the id overrides to the entry's first function only.
