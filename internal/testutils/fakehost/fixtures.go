@@ -590,3 +590,51 @@ func SharedGroups() Machine {
 		}}},
 	}
 }
+
+// SecondDomain is a Proxmox VE node (pve1) whose GPUs sit in two PCI domains, as on
+// hosts with several PCI segment groups, where RTX PRO 6000 systems show 0001:: an RTX
+// PRO 6000 with its HDMI audio at 0000:01:00 behind root port 0000:00:01.1 on NUMA node
+// 0, and another at 0001:01:00 behind 0001:00:01.1 on node 1, both on nvidia (minors 0
+// and 1). Mapping pro6000 holds both cards, and VM 150 passes the second by address
+// (hostpci0: 0001:01:00,pcie=1). It is not in Fixtures: the tests of each path that
+// names a device (selectors, mappings, hostpci, NCCL's topology) build it.
+func SecondDomain() Machine {
+	card := func(base32, base64 uint64, group int) []Device {
+		devs := modelRTXPro6000.slot(0, speedGen5, 16, base32, base64)
+		for i := range devs {
+			devs[i].Group = group
+		}
+		return devs
+	}
+	port := func(group int, children []Device) Device {
+		d := bridge(1, 1, vendorAMD, 0x14ab, vendorAMD, 0x14ab, speedGen5, 16, 1, children...)
+		d.Group = group
+		return d
+	}
+	rc := func(group int) Device {
+		return Device{Vendor: vendorAMD, Device: 0x14a4, SubVendor: vendorAMD, SubDevice: 0x14a4, Class: 0x060000, Group: group}
+	}
+	return Machine{
+		Nodes: []Node{{ID: 0, CPUs: "0-15"}, {ID: 1, CPUs: "16-31"}},
+		IOMMU: true,
+		Bridges: []HostBridge{
+			{Domain: 0, Bus: 0, NUMA: 0, Devices: []Device{rc(0), port(1, card(0xf0000000, 0x20000000000, 2))}},
+			{Domain: 1, Bus: 0, NUMA: 1, Devices: []Device{rc(3), port(4, card(0xe0000000, 0x40000000000, 5))}},
+		},
+		Drivers:       []string{"vfio-pci"},
+		NvidiaVersion: "580.95.05",
+		Links: map[string]string{
+			"etc/pve/local":       "nodes/pve1",
+			"etc/pve/qemu-server": "nodes/pve1/qemu-server",
+			"etc/pve/lxc":         "nodes/pve1/lxc",
+		},
+		Files: map[string]string{
+			"etc/hostname": "pve1\n",
+			"proc/cpuinfo": "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9124 16-Core Processor\n\n",
+			"etc/pve/mapping/pci.cfg": "pro6000\n" +
+				"\tmap id=10de:2bb1,iommugroup=2,node=pve1,path=0000:01:00,subsystem-id=10de:204b\n" +
+				"\tmap id=10de:2bb1,iommugroup=5,node=pve1,path=0001:01:00,subsystem-id=10de:204b\n\n",
+			"etc/pve/nodes/pve1/qemu-server/150.conf": "hostpci0: 0001:01:00,pcie=1\nmachine: q35\nmemory: 16384\n",
+		},
+	}
+}
