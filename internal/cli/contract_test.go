@@ -333,7 +333,7 @@ var tooMany = map[string][]string{
 // a time that may be absent (docs/json.md says when). A list is never null.
 var nullable = map[string]bool{
 	"numa_node": true, "root_port": true, "minor": true, "block_device": true, "pid": true,
-	"container": true, "vm": true, "layout": true, "applied": true,
+	"container": true, "vm": true, "layout": true, "applied": true, "sriov": true, "vgpu_type": true,
 }
 
 func TestContract(t *testing.T) {

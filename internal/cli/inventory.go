@@ -19,7 +19,10 @@ local CPUs, IOMMU group and its other members, host bridge and root port, driver
 functions: processes holding their device nodes open (/dev/nvidia*, /dev/vfio/*,
 /dev/dri/*) with the Proxmox container or VM they belong to, file systems mounted from
 their disks, swap, LVM, md and ZFS on them, network interfaces that are up, and running
-Proxmox guests whose config passes them through.
+Proxmox guests whose config passes them through; a VM entry with driver=keep, and
+SR-IOV virtual functions enabled, hold a GPU too (rebinding it would destroy them).
+A GPU's enabled virtual functions are shown under it, with the vGPU types of NVIDIA's
+vGPU manager (kernels since 6.8).
 
 Everything comes from sysfs and procfs, so GPUs bound to vfio-pci or to no driver are
 listed as well as those on nvidia.`,

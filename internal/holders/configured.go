@@ -18,6 +18,10 @@ const (
 	// neither resets it nor binds it to vfio-pci (PVE::QemuServer::PCI,
 	// prepare_pci_device), trusting the driver it is on, so gpusplit leaves it there too.
 	KindKeep Kind = "driver-keep"
+	// KindVirtFns is a physical function whose SR-IOV virtual functions are enabled
+	// (sriov_numvfs > 0): taking it from its driver destroys them, with whatever a guest
+	// was given of them.
+	KindVirtFns Kind = "virtual-functions"
 )
 
 // vmEntry is a hostpciN of a VM of this node that names a device.
@@ -128,6 +132,35 @@ func (g *guestScan) keepHolders(d Device) []Holder {
 			Release: fmt.Sprintf("keep %s out of what moves, or drop driver=keep from %s of VM %d (qm set %d --%s …)", d.Address, e.key, e.vm, e.vm, e.key)})
 	}
 	return out
+}
+
+// virtFnHolder is the holder of a physical function with virtual functions enabled,
+// naming the VMs given any of them; nil for a device without.
+func (g *guestScan) virtFnHolder(d Device) []Holder {
+	if len(d.VirtFns) == 0 {
+		return nil
+	}
+	// Each entry once, with the VFs it may get: a mapping's entry names several.
+	var entries []vmEntry
+	vfsOf := map[vmEntry][]string{}
+	for _, vf := range d.VirtFns {
+		for _, e := range g.entriesNaming(vf) {
+			if _, ok := vfsOf[e]; !ok {
+				entries = append(entries, e)
+			}
+			vfsOf[e] = append(vfsOf[e], vf.String())
+		}
+	}
+	var given []string
+	for _, e := range entries {
+		given = append(given, fmt.Sprintf("%s with %s", e, strings.Join(vfsOf[e], " or ")))
+	}
+	h := Holder{Kind: KindVirtFns, Name: fmt.Sprintf("%d SR-IOV virtual functions", len(d.VirtFns)), Detail: strings.Join(given, "; ")}
+	h.Release = fmt.Sprintf("disable them (echo 0 > /sys/bus/pci/devices/%s/sriov_numvfs)", d.Address)
+	if len(given) > 0 {
+		h.Release = "stop the VMs given them and take them out of their configs, then " + h.Release
+	}
+	return []Holder{h}
 }
 
 func procVM(id int) proc.Process { return proc.Process{VM: id} }

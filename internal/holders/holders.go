@@ -94,6 +94,11 @@ func (h Holder) String() string {
 		return fmt.Sprintf("running container %d (%s)", h.Container, h.guestKey())
 	case KindKeep:
 		return fmt.Sprintf("VM %d's %s (%s)", h.VM, h.Name, h.Detail)
+	case KindVirtFns:
+		if h.Detail != "" {
+			return fmt.Sprintf("%s (given to %s)", h.Name, h.Detail)
+		}
+		return h.Name
 	}
 	return string(h.Kind) + " " + h.Name
 }
@@ -131,6 +136,9 @@ func (h Holder) Short() string {
 		return fmt.Sprintf("CT %d", h.Container)
 	case KindKeep:
 		return fmt.Sprintf("keep: VM %d", h.VM)
+	case KindVirtFns:
+		n, _, _ := strings.Cut(h.Name, " ")
+		return n + " VFs"
 	}
 	return h.String()
 }
@@ -147,6 +155,8 @@ func (h Holder) Key() string {
 		return fmt.Sprintf("container %d", h.Container)
 	case KindKeep:
 		return fmt.Sprintf("keep vm %d %s", h.VM, h.Name)
+	case KindVirtFns:
+		return string(h.Kind) + " " + h.Release // the release names the device
 	}
 	return string(h.Kind) + " " + h.Name
 }
@@ -208,6 +218,8 @@ type Device struct {
 	// Nodes are its device nodes: /dev/nvidiaN, /dev/vfio/<group>, /dev/vfio/devices/vfioN
 	// and those of DeviceNodes.
 	Nodes []string
+	// VirtFns are the SR-IOV virtual functions it has enabled (pci.Device.VirtFns).
+	VirtFns []pci.Address
 }
 
 // Result is what Find found.
@@ -236,6 +248,7 @@ func Find(h *host.Host, devs []Device) *Result {
 	for _, d := range devs {
 		r.add(d.Address, g.holders(d, r.Holders[d.Address])...)
 		r.add(d.Address, g.keepHolders(d)...)
+		r.add(d.Address, g.virtFnHolder(d)...)
 	}
 	r.Warnings = append(r.Warnings, g.warnings...)
 	return r

@@ -81,6 +81,8 @@ type GPU struct {
 	// Holders are the GPU's own users (those of its functions and group members are in
 	// Inventory.Holders).
 	Holders []holders.Holder
+	// VFs are its SR-IOV virtual functions that are enabled (pci.Device.VirtFns).
+	VFs []VF
 }
 
 // Build scans h. sels chooses which devices count as GPUs (none: the default rule).
@@ -135,12 +137,16 @@ func build(h *host.Host, sels []pci.Selector, detail func(*pci.Tree) []*pci.Devi
 	for _, g := range gpus {
 		ig := GPU{GPU: g}
 		ig.Minor, ig.Nodes = inv.nodes(g.Device)
+		ig.VFs = inv.virtFns(g.Device)
 		inv.GPUs = append(inv.GPUs, ig)
 		devs = append(devs, g.Device)
 	}
-	for _, g := range gpus {
+	for _, g := range inv.GPUs {
 		devs = append(devs, g.Functions...)
 		devs = append(devs, tree.Group(g.IOMMUGroup)...)
+		for _, vf := range g.VFs {
+			devs = append(devs, vf.Device) // what uses them, in the same pass
+		}
 	}
 	if !withHolders {
 		return inv, nil
@@ -169,7 +175,7 @@ func (inv *Inventory) check(devs []*pci.Device) {
 		if !isGPU {
 			_, nodes = inv.nodes(d)
 		}
-		todo = append(todo, holders.Device{Address: d.Address, Path: d.Path, Driver: d.Driver, Nodes: nodes})
+		todo = append(todo, holders.Device{Address: d.Address, Path: d.Path, Driver: d.Driver, Nodes: nodes, VirtFns: d.VirtFns})
 	}
 	found := holders.Find(inv.h, todo)
 	maps.Copy(inv.Holders, found.Holders)

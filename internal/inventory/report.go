@@ -50,6 +50,28 @@ type GPUReport struct {
 	Functions    []FunctionReport `json:"functions"`
 	Holders      []HolderReport   `json:"holders"`
 	SysfsPath    string           `json:"sysfs_path"`
+	// SRIOV is null for a GPU without SR-IOV (no sriov_totalvfs, or 0).
+	SRIOV *SRIOVReport `json:"sriov"`
+}
+
+// SRIOVReport is what a GPU's SR-IOV capability offers, and the virtual functions it
+// has enabled.
+type SRIOVReport struct {
+	TotalVFs int        `json:"total_vfs"` // sriov_totalvfs
+	NumVFs   int        `json:"num_vfs"`   // sriov_numvfs
+	VFs      []VFReport `json:"vfs"`
+}
+
+// VFReport is an enabled virtual function: its ids and driver, and the vGPU of NVIDIA's
+// vGPU manager (kernels since 6.8).
+type VFReport struct {
+	DeviceReport
+	// VGPU says the VF has the manager's nvidia/ directory; VGPUType is the type it
+	// carries (nvidia/current_vgpu_type, 0 for none), null without the directory.
+	VGPU               bool           `json:"vgpu"`
+	VGPUType           *int           `json:"vgpu_type"`
+	CreatableVGPUTypes []VGPUType     `json:"creatable_vgpu_types"`
+	Holders            []HolderReport `json:"holders"`
 }
 
 // BARReport carries addresses and flags as hex strings: they can exceed what a JSON
@@ -147,6 +169,7 @@ func (inv *Inventory) Report(numa int) Report {
 			j.Functions = append(j.Functions, FunctionReport{DeviceReport: deviceReport(f), Holders: HolderReports(inv.HoldersOf(f.Address))})
 		}
 		j.Holders = HolderReports(gp.Holders)
+		j.SRIOV = inv.sriovReport(gp)
 		doc.GPUs = append(doc.GPUs, j)
 	}
 	return doc
@@ -181,4 +204,20 @@ func holderReport(h holders.Holder) HolderReport {
 		j.VM = &vm
 	}
 	return j
+}
+
+func (inv *Inventory) sriovReport(gp GPU) *SRIOVReport {
+	if gp.TotalVFs == 0 && len(gp.VFs) == 0 {
+		return nil
+	}
+	r := &SRIOVReport{TotalVFs: gp.TotalVFs, NumVFs: gp.NumVFs, VFs: []VFReport{}}
+	for _, vf := range gp.VFs {
+		j := VFReport{DeviceReport: deviceReport(vf.Device), VGPU: vf.VGPU, CreatableVGPUTypes: append([]VGPUType{}, vf.Creatable...), Holders: HolderReports(inv.HoldersOf(vf.Address))}
+		if vf.VGPU {
+			t := vf.VGPUType
+			j.VGPUType = &t
+		}
+		r.VFs = append(r.VFs, j)
+	}
+	return r
 }

@@ -3,6 +3,8 @@ package inventory
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -49,6 +51,9 @@ func (inv *Inventory) WriteTable(w io.Writer, numa, width int) error {
 			}
 			t.Add("", "└ "+f.Address.String(), Model(f), orNone(f.Driver), "", "", group(f.IOMMUGroup), "", "", "", "", held)
 		}
+		if len(gp.VFs) > 0 {
+			t.Add("", fmt.Sprintf("└ %d of %d VFs", len(gp.VFs), gp.TotalVFs), vfSummary(gp.VFs), vfDrivers(gp.VFs), "", "", "", "", "", "", "", inv.vfHolders(gp.VFs))
+		}
 	}
 	if err := t.Write(w, width); err != nil {
 		return err
@@ -93,6 +98,12 @@ func (inv *Inventory) WriteLong(w io.Writer, numa int) error {
 		line("bars", orDash(strings.Join(bars, ", ")))
 		for _, f := range gp.Functions {
 			line("function", fmt.Sprintf("%s %s [%s] (%s)", f.Address, f.Name(), f.ID(), orNone(f.Driver)))
+		}
+		if gp.TotalVFs > 0 {
+			line("sr-iov", fmt.Sprintf("%d of %d virtual functions enabled", gp.NumVFs, gp.TotalVFs))
+		}
+		for _, vf := range gp.VFs {
+			line("vf", vfText(vf))
 		}
 		for _, h := range gp.Holders {
 			line("held by", h.String()+": "+h.Release)
@@ -245,4 +256,79 @@ func ShortName(name string) string {
 		return m[1]
 	}
 	return name
+}
+
+// vfSummary is the MODEL cell of a GPU's virtual functions: the vGPUs they carry, else
+// the vGPU types they can take, else the VFs' model.
+func vfSummary(vfs []VF) string {
+	used, types := 0, map[int]bool{}
+	vgpu := false
+	for _, vf := range vfs {
+		vgpu = vgpu || vf.VGPU
+		if vf.VGPUType > 0 {
+			used++
+		}
+		for _, t := range vf.Creatable {
+			types[t.ID] = true
+		}
+	}
+	switch {
+	case used > 0:
+		return fmt.Sprintf("vGPU: %d of %d in use", used, len(vfs))
+	case vgpu:
+		return fmt.Sprintf("vGPU: none in use, %s", plural.S(len(types), "type"))
+	}
+	return Model(vfs[0].Device)
+}
+
+// vfDrivers are the drivers of a GPU's virtual functions, each once.
+func vfDrivers(vfs []VF) string {
+	var out []string
+	for _, vf := range vfs {
+		if d := orNone(vf.Driver); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// vfHolders is the HELD BY cell of a GPU's virtual functions: what uses any of them.
+func (inv *Inventory) vfHolders(vfs []VF) string {
+	var hs []holders.Holder
+	seen := map[string]bool{}
+	for _, vf := range vfs {
+		for _, h := range inv.HoldersOf(vf.Address) {
+			if !seen[h.Key()] {
+				seen[h.Key()] = true
+				hs = append(hs, h)
+			}
+		}
+	}
+	return HeldBy(hs)
+}
+
+// vfText is a virtual function in the long form: address, driver and vGPU.
+func vfText(vf VF) string {
+	s := fmt.Sprintf("%s (%s)", vf.Address, orNone(vf.Driver))
+	if !vf.VGPU {
+		return s
+	}
+	name := map[int]string{}
+	var types []string
+	for _, t := range vf.Creatable {
+		name[t.ID] = t.Name
+		types = append(types, strconv.Itoa(t.ID))
+	}
+	if vf.VGPUType > 0 {
+		s += fmt.Sprintf(", vGPU type %d", vf.VGPUType)
+		if n := name[vf.VGPUType]; n != "" {
+			s += " (" + n + ")"
+		}
+	} else {
+		s += ", no vGPU"
+	}
+	if len(types) > 0 {
+		s += ", can take " + strings.Join(types, ", ")
+	}
+	return s
 }

@@ -29,6 +29,12 @@ type Device struct {
 	Parents    []Address
 	// PhysFn is the physical function of an SR-IOV virtual function: the physfn link.
 	PhysFn *Address
+	// TotalVFs is how many SR-IOV virtual functions a physical function can have
+	// (sriov_totalvfs; 0 for a device without SR-IOV), NumVFs how many are enabled
+	// (sriov_numvfs), and VirtFns those enabled, in the order of their virtfnN links.
+	TotalVFs int
+	NumVFs   int
+	VirtFns  []Address
 	// Path is the device's directory under /sys/devices, links resolved: the
 	// /sys/bus/pci/devices link's target.
 	Path string

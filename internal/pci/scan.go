@@ -291,6 +291,7 @@ func readDevice(h *host.Host, devices *host.Listing, name string, a Address, ful
 			d.PhysFn = &pa
 		}
 	}
+	readSRIOV(dir, d, warn)
 
 	hb, parents, err := parsePath(real, a)
 	if err != nil {
@@ -415,4 +416,53 @@ func parsePath(real string, a Address) (HostBridge, []Address, error) {
 		parents = append(parents, p)
 	}
 	return hb, parents, nil
+}
+
+// maxVFs bounds the virtual functions read of a device: the SR-IOV capability counts
+// them in 16 bits.
+const maxVFs = 1 << 16
+
+// readSRIOV reads what a physical function says of its SR-IOV virtual functions: how
+// many it can have and has (sriov_totalvfs, sriov_numvfs), and which they are (the
+// virtfnN links, N from 0). Brief and full reads both do, since taking a GPU from its
+// driver destroys them.
+func readSRIOV(dir *host.Listing, d *Device, warn func(error, string)) {
+	count := func(name string) int {
+		s, err := dir.ReadString(name)
+		if err != nil {
+			warn(err, "SR-IOV taken as absent")
+			return 0
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n >= maxVFs {
+			warn(fmt.Errorf("%s holds %q, not a count of virtual functions", name, s), "SR-IOV taken as absent")
+			return 0
+		}
+		return n
+	}
+	d.TotalVFs, d.NumVFs = count("sriov_totalvfs"), count("sriov_numvfs")
+	type vf struct {
+		n int
+		a Address
+	}
+	var vfs []vf
+	for _, e := range dir.Entries() {
+		num, ok := strings.CutPrefix(e.Name, "virtfn")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || n < 0 || n >= maxVFs || strconv.Itoa(n) != num {
+			continue
+		}
+		target, err := dir.LinkBase(e.Name)
+		if err != nil {
+			warn(err, "virtual function left out")
+			continue
+		}
+		if a, ok := isSysfsAddress(target); ok {
+			vfs = append(vfs, vf{n, a})
+		}
+	}
+	slices.SortFunc(vfs, func(x, y vf) int { return x.n - y.n })
+	for _, v := range vfs {
+		d.VirtFns = append(d.VirtFns, v.a)
+	}
 }

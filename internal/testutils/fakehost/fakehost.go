@@ -128,6 +128,14 @@ type Device struct {
 	// a device of the same bus at its own slot and function, with a physfn link to this
 	// one, which has a virtfnN link to each and the sriov_* files.
 	VirtFns []Device
+	// TotalVFs is sriov_totalvfs: len(VirtFns) when less. A device with TotalVFs and no
+	// VirtFns has SR-IOV with none enabled (sriov_numvfs 0).
+	TotalVFs int
+	// VGPUTypes gives a virtual function the directory of NVIDIA's vGPU manager
+	// (kernels since 6.8): nvidia/creatable_vgpu_types holds it, and
+	// nvidia/current_vgpu_type VGPUType.
+	VGPUTypes string
+	VGPUType  int
 }
 
 // BAR is a base address register as the kernel placed it; Start 0 leaves it unassigned.
@@ -453,8 +461,12 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 	if d.Driver == "nvidia" && d.Class>>16 == 0x03 {
 		b.gpus = append(b.gpus, placed{addr: a, dev: d, path: dir})
 	}
-	if len(d.VirtFns) > 0 {
-		t.file(dir+"/sriov_totalvfs", fmt.Sprintf("%d\n", len(d.VirtFns)))
+	if d.VGPUTypes != "" {
+		t.file(dir+"/nvidia/creatable_vgpu_types", d.VGPUTypes)
+		t.file(dir+"/nvidia/current_vgpu_type", fmt.Sprintf("%d\n", d.VGPUType))
+	}
+	if len(d.VirtFns) > 0 || d.TotalVFs > 0 {
+		t.file(dir+"/sriov_totalvfs", fmt.Sprintf("%d\n", max(d.TotalVFs, len(d.VirtFns))))
 		t.file(dir+"/sriov_numvfs", fmt.Sprintf("%d\n", len(d.VirtFns)))
 		for i, vf := range d.VirtFns {
 			if err := b.device(parentDir, domain, bus, numa, vf, false); err != nil {

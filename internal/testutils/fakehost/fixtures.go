@@ -638,3 +638,62 @@ func SecondDomain() Machine {
 		},
 	}
 }
+
+// SRIOVHost is a Proxmox VE node (pve1) with NVIDIA's vGPU manager on RTX PRO 6000
+// Blackwell Server Editions (10de:2bb5), which give vGPUs through SR-IOV virtual
+// functions on kernels since 6.8. GPU 0000:81:00.0 (NUMA node 1) has 4 of its 32 VFs
+// enabled, 0000:81:00.4–0000:81:00.7, each with the manager's nvidia/ directory: 81:00.4
+// carries vGPU type 1234 for running VM 140 (hostpci0: 0000:81:00.4,mdev=nvidia-1234),
+// and VM 141, stopped, takes one of 81:00.5 and 81:00.6 through mapping vgpu. GPU
+// 0000:c1:00.0 can have 32 VFs and has none enabled; GPU 0000:01:00.0 (NUMA node 0) has
+// no SR-IOV. The vGPU types' ids and names are illustrative, in the manager's format.
+// It is not in Fixtures: the tests of SR-IOV build it.
+func SRIOVHost() Machine {
+	const types = "ID    : vGPU Name\n1234  : NVIDIA RTX PRO 6000 Blackwell DC-24Q\n1235  : NVIDIA RTX PRO 6000 Blackwell DC-48Q\n"
+	gpu := func(group int) Device {
+		return Device{Vendor: vendorNVIDIA, Device: 0x2bb5, SubVendor: vendorNVIDIA, SubDevice: 0x204e, Class: 0x030200, Rev: 0xa1,
+			Driver: "nvidia", Group: group, Speed: speedGen5, Width: 16, Model: "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+			BARs: []BAR{{Index: 0, Start: 0xf0000000, Size: 64 << 20, Flags: Mem32}, {Index: 1, Start: 0x20000000000, Size: 128 << 30, Flags: Mem64Pref}}}
+	}
+	vf := func(fn uint8, vgpuType int) Device {
+		return Device{Func: fn, Vendor: vendorNVIDIA, Device: 0x2bb5, SubVendor: vendorNVIDIA, SubDevice: 0x204e, Class: 0x030200, Rev: 0xa1,
+			Group: 40 + int(fn), Speed: speedGen5, Width: 16, VGPUTypes: types, VGPUType: vgpuType}
+	}
+	withVFs := gpu(22)
+	withVFs.TotalVFs = 32
+	withVFs.VirtFns = []Device{vf(4, 1234), vf(5, 0), vf(6, 0), vf(7, 0)}
+	capable := gpu(32)
+	capable.TotalVFs = 32
+	port := func(group int, secondary uint8, child Device) Device {
+		d := bridge(1, 1, vendorAMD, 0x14ab, vendorAMD, 0x14ab, speedGen5, 16, secondary, child)
+		d.Group = group
+		return d
+	}
+	return Machine{
+		Nodes: []Node{{ID: 0, CPUs: "0-15"}, {ID: 1, CPUs: "16-31"}},
+		IOMMU: true,
+		Bridges: []HostBridge{
+			{Bus: 0x00, NUMA: 0, Devices: []Device{port(1, 0x01, gpu(2))}},
+			{Bus: 0x80, NUMA: 1, Devices: []Device{port(21, 0x81, withVFs)}},
+			{Bus: 0xc0, NUMA: 1, Devices: []Device{port(31, 0xc1, capable)}},
+		},
+		Drivers:       []string{"vfio-pci"},
+		NvidiaVersion: "580.95.05",
+		Processes:     []Process{{PID: 5140, Comm: "kvm", Cmdline: []string{"/usr/bin/kvm", "-id", "140"}, Cgroup: "/qemu.slice/140.scope"}},
+		Links: map[string]string{
+			"etc/pve/local":       "nodes/pve1",
+			"etc/pve/qemu-server": "nodes/pve1/qemu-server",
+			"etc/pve/lxc":         "nodes/pve1/lxc",
+		},
+		Files: map[string]string{
+			"etc/hostname":            "pve1\n",
+			"run/qemu-server/140.pid": "5140\n",
+			"etc/pve/mapping/pci.cfg": "vgpu\n" +
+				"\tmap id=10de:2bb5,iommugroup=45,node=pve1,path=0000:81:00.5,subsystem-id=10de:204e\n" +
+				"\tmap id=10de:2bb5,iommugroup=46,node=pve1,path=0000:81:00.6,subsystem-id=10de:204e\n" +
+				"\tmdev 1\n\n",
+			"etc/pve/nodes/pve1/qemu-server/140.conf": "hostpci0: 0000:81:00.4,mdev=nvidia-1234,pcie=1\nmachine: q35\nmemory: 16384\n",
+			"etc/pve/nodes/pve1/qemu-server/141.conf": "hostpci0: mapping=vgpu,mdev=nvidia-1235,pcie=1\nmachine: q35\nmemory: 16384\n",
+		},
+	}
+}
