@@ -1,0 +1,9 @@
+package PVE::QemuServer::Machine;
+
+# A stand-in for qemu-server's PVE::QemuServer::Machine, which PVE::QemuServer::PCI loads
+# and parse_hostpci does not call.
+
+use strict;
+use warnings;
+
+1;
