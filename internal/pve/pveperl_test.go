@@ -166,3 +166,27 @@ func TestProxmoxReadsSecondDomain(t *testing.T) {
 		}
 	}
 }
+
+// The SR-IOV fixture is what Proxmox's readers take for NVIDIA's vGPU on virtual
+// functions: mdev=nvidia-N on a VF becomes the VF passed whole with that type, and a
+// mapping of VFs that says mdev 1 passes the check.
+func TestProxmoxReadsVirtualFunctions(t *testing.T) {
+	pveperl.Need(t)
+	h, err := fakehost.SRIOVHost().Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := h.ReadFile(MappingPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := proxmox(t, h, "pve1", string(cfg))
+	got := px.ReadHostpci(t, "0000:81:00.4,mdev=nvidia-1234,pcie=1")
+	if got.Parsed["nvidia"] != "1234" || got.Parsed["mdev"] != nil || len(got.IDs) != 1 || strings.Join(got.IDs[0], " ") != "0000:81:00.4" {
+		t.Errorf("qemu-server reads the VF's vGPU as %v, %v", got.Parsed, got.IDs)
+	}
+	res := px.Assert(t, "vgpu")
+	if len(res) != 2 || res["0000:81:00.5"] != "" || res["0000:81:00.6"] != "" {
+		t.Errorf("assert_valid of vgpu: %v", res)
+	}
+}
