@@ -10,9 +10,9 @@ import (
 	"github.com/gpusplit/gpusplit/internal/proc"
 )
 
-// The holders that come from what the VMs of this node are configured with, running or
-// not: their entries count before the VM starts, since a device rebound from under them
-// keeps the VM from starting.
+// The holders that need no process: what the VMs of this node are configured with,
+// running or not (their entries count before the VM starts, since a device rebound from
+// under them keeps the VM from starting), and what the device itself has made.
 const (
 	// KindKeep is a VM entry that passes the device with driver=keep: qemu-server then
 	// neither resets it nor binds it to vfio-pci (PVE::QemuServer::PCI,
@@ -163,4 +163,5 @@ func (g *guestScan) virtFnHolder(d Device) []Holder {
 	return []Holder{h}
 }
 
+// procVM is the Process of a holder that is a VM.
 func procVM(id int) proc.Process { return proc.Process{VM: id} }
