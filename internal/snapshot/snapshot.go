@@ -36,6 +36,9 @@ var deviceFiles = []string{
 	"subordinate_bus_number", "sriov_numvfs", "sriov_totalvfs", "sriov_offset",
 	"sriov_stride", "sriov_vf_device", "sriov_drivers_autoprobe", "label", "index",
 	"acpi_index", "config",
+	// NVIDIA's vGPU manager on a virtual function (kernels since 6.8): the type it
+	// carries and those it can take.
+	"nvidia/current_vgpu_type", "nvidia/creatable_vgpu_types",
 }
 
 // deviceLinks are the links of a device directory that are captured, with their targets.
@@ -189,6 +192,13 @@ func (c *capture) pci() error {
 // device captures one device directory.
 func (c *capture) device(dir string) {
 	c.dir(dir)
+	// The directories Proxmox looks for to tell a device that offers mediated devices
+	// or NVIDIA's vGPU (pci_device_info), empty or not.
+	for _, d := range []string{"nvidia", "mdev_supported_types"} {
+		if c.h.IsDir(dir + "/" + d) {
+			c.dir(dir + "/" + d)
+		}
+	}
 	for _, f := range deviceFiles {
 		c.file(dir + "/" + f)
 	}
