@@ -14,6 +14,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
+	"github.com/gpusplit/gpusplit/internal/testutils/pveperl"
 )
 
 const vm131Path = "etc/pve/nodes/kpro6/qemu-server/131.conf"
@@ -111,34 +112,23 @@ func TestSyncAddressSpaceRefused(t *testing.T) {
 // qemu-server reads what sync wrote as meant: its own cpu format parses the value
 // with the phys-bits and flag set, get_cpu_options puts them on QEMU's -cpu (with no
 // warning that OVMF might limit phys-bits to 40), and split_args gives QEMU the
-// -fw_cfg option whole. It runs qemu-server's and pve-common's Perl, from a Proxmox
-// host's perl5 or from the source trees GPUSPLIT_PVE_PERL5LIB names (colon-separated,
-// e.g. pve-common/src:qemu-server/src); the few cluster modules CPUConfig.pm loads are
-// stood in for, as the test needs none of them.
+// -fw_cfg option whole. It runs qemu-server's and pve-common's Perl where pveperl finds
+// them (a Proxmox node's perl5, or the checkouts GPUSPLIT_PVE_PERL names).
 func TestQemuServerReadsAddressSpace(t *testing.T) {
-	lib := os.Getenv("GPUSPLIT_PVE_PERL5LIB")
-	perl, err := exec.LookPath("perl")
-	if err != nil {
-		t.Skip("no perl")
-	}
-	if lib == "" && exec.Command(perl, "-MPVE::QemuServer::CPUConfig", "-e1").Run() != nil {
-		t.Skip("qemu-server's Perl is not installed; set GPUSPLIT_PVE_PERL5LIB to pve-common/src:qemu-server/src")
-	}
-	var inc []string
-	if lib != "" {
-		stubs := t.TempDir()
-		for name, body := range map[string]string{
-			"PVE/Cluster.pm":         "package PVE::Cluster; use Exporter qw(import); our @EXPORT_OK = qw(cfs_register_file cfs_lock_file cfs_read_file cfs_write_file); sub cfs_register_file {} sub cfs_lock_file {} sub cfs_read_file { {} } sub cfs_write_file {} sub check_cfs_is_mounted { 0 } 1;\n",
-			"PVE/RESTEnvironment.pm": "package PVE::RESTEnvironment; use Exporter qw(import); our @EXPORT_OK = qw(log_warn); sub log_warn { warn \"WARN: $_[0]\\n\" } 1;\n",
-			"PVE/INotify.pm":         "package PVE::INotify; sub nodename { 'kpro6' } 1;\n",
-		} {
-			os.MkdirAll(filepath.Join(stubs, "PVE"), 0o755)
-			if err := os.WriteFile(filepath.Join(stubs, name), []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
+	libs := pveperl.Need(t)
+	// The few cluster modules CPUConfig.pm loads, stood in for: the test needs none.
+	stubs := t.TempDir()
+	for name, body := range map[string]string{
+		"PVE/Cluster.pm":         "package PVE::Cluster; use Exporter qw(import); our @EXPORT_OK = qw(cfs_register_file cfs_lock_file cfs_read_file cfs_write_file); sub cfs_register_file {} sub cfs_lock_file {} sub cfs_read_file { {} } sub cfs_write_file {} sub check_cfs_is_mounted { 0 } 1;\n",
+		"PVE/RESTEnvironment.pm": "package PVE::RESTEnvironment; use Exporter qw(import); our @EXPORT_OK = qw(log_warn); sub log_warn { warn \"WARN: $_[0]\\n\" } 1;\n",
+		"PVE/INotify.pm":         "package PVE::INotify; sub nodename { 'kpro6' } 1;\n",
+	} {
+		os.MkdirAll(filepath.Join(stubs, "PVE"), 0o755)
+		if err := os.WriteFile(filepath.Join(stubs, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		inc = append([]string{"-I" + stubs}, prefixAll("-I", strings.Split(lib, ":"))...)
 	}
+	inc := append([]string{"-I" + stubs}, prefixAll("-I", libs)...)
 
 	changes, _ := syncWith(t, map[string]string{vm131Path: vm131With(t, "x86-64-v2-AES,flags=+aes")}, vfio(t, "numa:1"), SyncOptions{})
 	vm := changes["/etc/pve/qemu-server/131.conf"]
@@ -156,7 +146,7 @@ my @opt = PVE::QemuServer::CPUConfig::get_cpu_options({ cpu => $cpu, bios => 'ov
 print "qemu=@opt\n";
 print "arg=$_\n" for @{PVE::Tools::split_args($args)};
 `
-	cmd := exec.Command(perl, append(inc, "-e", script, cpu, args)...)
+	cmd := exec.Command("perl", append(inc, "-e", script, cpu, args)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("perl: %v\n%s", err, out)
