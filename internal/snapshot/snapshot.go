@@ -35,7 +35,7 @@ var deviceFiles = []string{
 	"broken_parity_status", "msi_bus", "ari_enabled", "secondary_bus_number",
 	"subordinate_bus_number", "sriov_numvfs", "sriov_totalvfs", "sriov_offset",
 	"sriov_stride", "sriov_vf_device", "sriov_drivers_autoprobe", "label", "index",
-	"acpi_index", "config",
+	"acpi_index", "config", "aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal",
 	// NVIDIA's vGPU manager on a virtual function (kernels since 6.8): the type it
 	// carries and those it can take.
 	"nvidia/current_vgpu_type", "nvidia/creatable_vgpu_types",

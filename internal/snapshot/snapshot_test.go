@@ -451,3 +451,34 @@ func TestCaptureKeepsTheQuarantine(t *testing.T) {
 		t.Errorf("read back from the snapshot: %v %+v", err, recs)
 	}
 }
+
+// A device's AER counters travel with a snapshot, so that metrics and doctor read from
+// it count the same errors.
+func TestCaptureKeepsAERCounters(t *testing.T) {
+	root := t.TempDir()
+	if err := samplehost.Unpack(root); err != nil {
+		t.Fatal(err)
+	}
+	dir := "sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/"
+	counters := map[string]string{
+		"aer_dev_correctable": "RxErr 3\nBadTLP 0\nTOTAL_ERR_COR 3\n",
+		"aer_dev_nonfatal":    "CmpltTO 1\nTOTAL_ERR_NONFATAL 1\n",
+		"aer_dev_fatal":       "SDES 0\nTOTAL_ERR_FATAL 0\n",
+	}
+	for f, body := range counters {
+		if err := os.WriteFile(filepath.Join(root, dir+f), []byte(body), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := host.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, _ := snap(t, h)
+	m := members(t, archive)
+	for f, body := range counters {
+		if m[dir+f] != body {
+			t.Errorf("the snapshot holds %s as %q, want %q", dir+f, m[dir+f], body)
+		}
+	}
+}
