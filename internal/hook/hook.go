@@ -115,6 +115,7 @@ func Run(ctx context.Context, c Config, vmid int, phase string) (*Report, error)
 		return nil, fmt.Errorf("no guest %d on this node: neither %s nor %s exists", vmid, pve.GuestPath(pve.QEMU, vmid), pve.GuestPath(pve.LXC, vmid))
 	}
 	r := &run{c: c, vmid: vmid, report: &Report{Guest: vmid, Kind: map[string]string{pve.QEMU: "vm", pve.LXC: "container"}[kind], Phase: phase, Lines: []string{}}}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.Deadline)
 	defer cancel()
 	var err error
@@ -127,9 +128,21 @@ func Run(ctx context.Context, c Config, vmid int, phase string) (*Report, error)
 		err = r.ctStart(ctx)
 	default:
 		r.logf("nothing to do at %s", phase)
+		return r.report, nil
+	}
+	rec := HandOff{Guest: vmid, Kind: r.report.Kind, Phase: phase, Result: ResultOK, Start: start}
+	if err != nil {
+		rec.Result = ResultFailed
+		rec.Error, _, _ = strings.Cut(err.Error(), "\n")
 	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		rec.Result = ResultDeadline
 		err = fmt.Errorf("%w\nthe hook's deadline of %s passed (gpusplit hook --deadline, or pve hook install --deadline, sets another)", err, c.Deadline)
+	}
+	rec.Seconds = time.Since(start).Seconds()
+	// The metrics read the record (HandOffs); the phase's own outcome does not hang on it.
+	if rerr := recordHandOff(c.H, rec); rerr != nil {
+		r.logf("the record of this hand-off could not be written: %v", rerr)
 	}
 	return r.report, err
 }
