@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/health"
+	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/plural"
 )
@@ -382,6 +383,12 @@ func (c *capture) etc() {
 	c.file("/run/qemu-server/pci-id-reservations")
 	// The GPUs a VM's stop quarantined, with the evidence: status and doctor name them.
 	c.each(health.Dir, func(p string) {
+		if strings.HasSuffix(p, ".json") {
+			c.file(p)
+		}
+	})
+	// Each guest's last hand-off, which metrics reports.
+	c.each(hook.HandOffDir, func(p string) {
 		if strings.HasSuffix(p, ".json") {
 			c.file(p)
 		}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/gpusplit/gpusplit/internal/health"
+	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
@@ -480,5 +482,34 @@ func TestCaptureKeepsAERCounters(t *testing.T) {
 		if m[dir+f] != body {
 			t.Errorf("the snapshot holds %s as %q, want %q", dir+f, m[dir+f], body)
 		}
+	}
+}
+
+// The hooks' hand-off records travel with a snapshot, so that metrics read from it
+// report the same hand-offs.
+func TestCaptureKeepsTheHandOffs(t *testing.T) {
+	root := t.TempDir()
+	if err := samplehost.Unpack(root); err != nil {
+		t.Fatal(err)
+	}
+	// The records of a simulated host's hooks, as the demo's copy has them.
+	if err := os.WriteFile(filepath.Join(root, host.SimulationRecord), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hook.Run(context.Background(), hook.Config{H: h}, 129, hook.PreStart); err != nil {
+		t.Fatal(err)
+	}
+	archive, _ := snap(t, h)
+	back, err := host.OpenArchive("snap", bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, damaged, err := hook.HandOffs(back)
+	if err != nil || damaged != 0 || len(recs) != 1 || recs[0].Guest != 129 || recs[0].Result != hook.ResultOK {
+		t.Errorf("read back from the snapshot: %v %+v", err, recs)
 	}
 }
