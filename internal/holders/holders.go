@@ -228,6 +228,9 @@ type Result struct {
 	Holders map[pci.Address][]Holder
 	// Warnings say what could not be checked, and so may hold a device unseen.
 	Warnings []string
+	// Unreadable counts the processes whose open files could not be read (other users'
+	// processes, without root): one of them may hold a device unseen.
+	Unreadable int
 }
 
 // Find looks for every user of devs on h.
@@ -290,6 +293,7 @@ func (r *Result) processes(h *host.Host, devs []Device) {
 			}
 		}
 	}
+	r.Unreadable = scan.Unreadable
 	if scan.Unreadable > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the open files of %d processes could not be read; run as root to see every holder", scan.Unreadable))
 	}

@@ -25,6 +25,10 @@ type Inventory struct {
 	// functions and the other endpoints of their IOMMU groups. A device without users
 	// is absent.
 	Holders map[pci.Address][]holders.Holder
+	// Unreadable counts the processes whose open files could not be read when the
+	// holders were looked for (other users', without root): the holders among them are
+	// not in Holders.
+	Unreadable int
 
 	h       *host.Host
 	checked map[pci.Address]bool
@@ -180,6 +184,9 @@ func (inv *Inventory) check(devs []*pci.Device) {
 	found := holders.Find(inv.h, todo)
 	maps.Copy(inv.Holders, found.Holders)
 	inv.Warnings = append(inv.Warnings, found.Warnings...)
+	// Each pass looks through every process again (none, when the devices have no
+	// nodes): the most it could not read is how many may hide a holder.
+	inv.Unreadable = max(inv.Unreadable, found.Unreadable)
 }
 
 // nodes returns a device's nvidia minor (-1 without one) and its device nodes.
