@@ -176,6 +176,10 @@ func (h Holder) guestKey() string {
 	return h.Name
 }
 
+// Program is the name of a process holder's program, as String and Short name it
+// ("nvidia-persistenced", though comm cuts it at 15 characters).
+func (h Holder) Program() string { return commandName(h.Process) }
+
 // commandName is the name of a process's program. comm is cut at 15 characters
 // ("nvidia-persiste"), so the program's file name is used when it starts the same way.
 func commandName(p proc.Process) string {
