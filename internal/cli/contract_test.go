@@ -263,6 +263,11 @@ var contractCases = map[string][]contractCase{
 		f.must(t, "--root", root, "pve", "sync", "--vfio", "numa:1", "--apply")
 		return []string{"--root", root, "--keep", "1", "--yes"}
 	}}},
+	"gpusplit metrics": {
+		{name: "sample host", args: fixed("--demo")},
+		{name: "textfile", args: func(t *testing.T, f *fixtures) []string { return []string{"--demo", "--textfile", t.TempDir()} }},
+		{name: "no such textfile directory", args: fixed("--demo", "--textfile", "/nonexistent"), code: 1},
+	},
 	"gpusplit doctor": {
 		{name: "sample host", args: fixed("--demo")},
 		{name: "an unknown check", args: fixed("--demo", "--only", "nonesuch"), code: 1},

@@ -10,6 +10,8 @@ import (
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/bootcfg"
 	"github.com/gpusplit/gpusplit/internal/health"
+	"github.com/gpusplit/gpusplit/internal/hook"
+	"github.com/gpusplit/gpusplit/internal/metrics"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
@@ -191,7 +193,7 @@ func commandFiles() map[string][]File {
 		{"/etc/pve/nodes/*/qemu-server/*.conf, /etc/pve/nodes/*/lxc/*.conf", "Reads this node's guest configs; once confirmed writes the device entries and NUMA settings of the guests that use the GPUs."},
 		fileBackups, filePVELocks, fileNodeName,
 	}
-	return map[string][]File{
+	files := map[string][]File{
 		"gpusplit inventory": concatFiles(scanFiles(), holderFiles()),
 		"gpusplit topo":      concatFiles(scanFiles(), []File{fileRDMA}),
 		"gpusplit plan":      concatFiles(scanFiles(), []File{fileDesired, fileDrivers}, holderFiles()),
@@ -239,6 +241,7 @@ func commandFiles() map[string][]File {
 			{bind.HookJournalDir + "/vm-ID.json", "Written at a VM's pre-start: what its devices were on, for its post-stop, which gives them back and removes it. Never apply's journal."},
 			{"nvidia-persistenced.service", "Asked of systemd (systemctl is-active); stopped while GPUs leave nvidia at a VM's start, and started again after."},
 			{health.Dir + "/ADDRESS.json", "Written at a VM's post-stop for each GPU that came back broken (quarantined); removed by gpusplit hook release ADDRESS."},
+			{hook.HandOffDir + "/ID.json", "Written at the end of each phase that has work to do: its result, duration and time, and the guest's counts since the boot, which gpusplit metrics reports."},
 			fileNodeName,
 		}),
 		"gpusplit pve hook install": {
@@ -324,4 +327,13 @@ func commandFiles() map[string][]File {
 			{"FILE of --save", "Written: the result as -o json gives it, replaced atomically."},
 		}),
 	}
+	// metrics counts what the doctor finds, and reads what status and the hooks leave.
+	files["gpusplit metrics"] = concatFiles(files["gpusplit doctor"], []File{
+		fileDrivers,
+		{"/sys/bus/pci/devices/*/aer_dev_correctable, aer_dev_nonfatal, aer_dev_fatal", "Reads the AER error counters of the GPUs and of the ports above them."},
+		{health.Dir + "/*.json", "Reads the quarantined devices; only root may (left out and counted otherwise)."},
+		{hook.HandOffDir + "/*.json", "Reads each guest's last hand-off through the hookscript; only root may (left out and counted otherwise)."},
+		{"DIR/" + metrics.TextfileName, "Written with --textfile DIR, replaced atomically, for node_exporter's textfile collector; standard output without it."},
+	})
+	return files
 }

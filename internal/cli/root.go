@@ -264,6 +264,7 @@ through a simulated kernel, and changes nothing on this machine (gpusplit demo -
 		newP2P(g),
 		newSnapshot(g),
 		newFit(g),
+		newMetrics(g),
 		newDemo(g),
 		// Help topics, reached through gpusplit help.
 		selectorsTopic,
