@@ -483,3 +483,33 @@ func TestWriteTextfile(t *testing.T) {
 }
 
 func runtimeVersion() string { return runtime.Version() }
+
+// The dashboard names only metrics gpusplit writes, and every panel has a query that
+// chooses the nodes ($instance): one node or many.
+func TestDashboardNamesMetrics(t *testing.T) {
+	known := map[string]bool{}
+	for _, f := range Collect(richHost(t), Options{Split: loadSplit}).Families {
+		known[f.Name] = true
+	}
+	queries := dashboardQueries(t)
+	if len(queries) < 10 {
+		t.Fatalf("%d queries in the dashboard", len(queries))
+	}
+	used := map[string]bool{}
+	for _, q := range queries {
+		for _, name := range regexp.MustCompile(`gpusplit_[a-z_]+`).FindAllString(q.expr, -1) {
+			used[name] = true
+			if !known[name] {
+				t.Errorf("panel %q queries %s, which gpusplit does not write", q.panel, name)
+			}
+		}
+		if !strings.Contains(q.expr, `instance=~"$instance"`) {
+			t.Errorf("panel %q: %s does not choose the nodes", q.panel, q.expr)
+		}
+	}
+	for _, name := range []string{"gpusplit_gpu_driver_info", "gpusplit_gpu_holders", "gpusplit_split_drift", "gpusplit_gpu_aer_errors_total", "gpusplit_handoff_last_info", "gpusplit_quarantined_devices", "gpusplit_doctor_findings"} {
+		if !used[name] {
+			t.Errorf("no panel shows %s", name)
+		}
+	}
+}

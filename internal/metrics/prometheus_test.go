@@ -195,6 +195,26 @@ scrape_configs:
 	if r := query(`node_textfile_scrape_error`); len(r) != 1 || r[0].Value[1] != "0" {
 		t.Errorf("node_textfile_scrape_error: %v", r)
 	}
+
+	// Every query of the Grafana dashboard runs, all nodes chosen, and those of the
+	// GPUs' table that need no desired state find the sample host's eight.
+	for _, q := range dashboardQueries(t) {
+		expr := strings.NewReplacer("$instance", ".*", "$__rate_interval", "1m").Replace(q.expr)
+		b, err := get("http://" + server + "/api/v1/query?query=" + url.QueryEscape(expr))
+		var r struct {
+			Status string `json:"status"`
+			Data   struct {
+				Result []promSample `json:"result"`
+			} `json:"data"`
+		}
+		if err != nil || json.Unmarshal([]byte(b), &r) != nil || r.Status != "success" {
+			t.Errorf("panel %q: %s: %v\n%.300s", q.panel, expr, err, b)
+			continue
+		}
+		if strings.HasPrefix(q.panel, "GPUs") && !strings.Contains(q.expr, "in_place") && len(r.Data.Result) != len(sampleGPUs) {
+			t.Errorf("panel %q: %s gives %d series, want one per GPU", q.panel, expr, len(r.Data.Result))
+		}
+	}
 }
 
 // promSample is one series of a query's result: its labels, and [time, value].
@@ -293,4 +313,36 @@ func (l *lockedBuffer) tail(n int) string {
 	defer l.mu.Unlock()
 	s := l.b.String()
 	return s[max(0, len(s)-n):]
+}
+
+// dashboardPath is the Grafana dashboard the package ships.
+const dashboardPath = "../../packaging/grafana/gpusplit-dashboard.json"
+
+type dashboardQuery struct{ panel, expr string }
+
+// dashboardQueries are the PromQL expressions of the dashboard's panels.
+func dashboardQueries(t *testing.T) []dashboardQuery {
+	t.Helper()
+	b, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardPath, err)
+	}
+	var out []dashboardQuery
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, dashboardQuery{p.Title, tg.Expr})
+		}
+	}
+	return out
 }
