@@ -16,7 +16,12 @@ import (
 )
 
 // tools are what the test needs beyond Go; scripts/vm-deps installs them.
-var tools = []string{"git", "dpkg", "dpkg-deb", "dpkg-shlibdeps", "dpkg-query", "lintian", "man", "bash"}
+var tools = []string{"git", "dpkg", "dpkg-deb", "dpkg-shlibdeps", "dpkg-query", "lintian", "man", "bash", "systemd-analyze"}
+
+// metricsUnits are the only systemd units the package ships: the metrics timer and its
+// service, which nothing enables but the administrator. The boot-time files come from
+// gpusplit persist install.
+var metricsUnits = []string{"./usr/lib/systemd/system/gpusplit-metrics.service", "./usr/lib/systemd/system/gpusplit-metrics.timer"}
 
 // bashCompletion is bash-completion's library, which cobra's bash script uses.
 const bashCompletion = "/usr/share/bash-completion/bash_completion"
@@ -27,7 +32,7 @@ func TestPackage(t *testing.T) {
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is missing: run ./scripts/vm-deps, which installs dpkg-dev, lintian, man-db and bash-completion", tool)
+			t.Fatalf("%s is missing: run ./scripts/vm-deps, which installs dpkg-dev, lintian, man-db, bash-completion and systemd", tool)
 		}
 	}
 	if _, err := os.Stat(bashCompletion); err != nil {
@@ -71,6 +76,8 @@ func TestPackage(t *testing.T) {
 		"./usr/share/zsh/vendor-completions/_gpusplit",
 		"./usr/share/fish/vendor_completions.d/gpusplit.fish",
 		"./usr/share/doc/gpusplit/examples/split.toml",
+		"./usr/share/doc/gpusplit/examples/grafana-dashboard.json",
+		metricsUnits[0], metricsUnits[1],
 		"./usr/share/doc/gpusplit/copyright",
 		"./usr/share/doc/gpusplit/changelog.gz",
 		"./usr/share/lintian/overrides/gpusplit",
@@ -153,12 +160,14 @@ __start_gpusplit 2>/dev/null; printf '%%s\n' "${COMPREPLY[@]}"`, bashCompletion,
 		t.Errorf("the zsh or fish completion is not gpusplit's:\n%.60s\n%.60s", zsh, fish)
 	}
 
-	// Installing enabled nothing, and removing takes every file away.
-	for _, p := range []string{"etc", "lib/systemd", "usr/lib/systemd"} {
+	// Installing enabled nothing (systemctl enable would link the timer under /etc),
+	// and removing takes every file away.
+	for _, p := range []string{"etc", "lib/systemd"} {
 		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
 			t.Errorf("installing created %s", p)
 		}
 	}
+	checkUnits(t, root, bin)
 	dpkg(t, root, "-r", "gpusplit-cuda", "gpusplit")
 	left, _ := filepath.Glob(filepath.Join(root, "usr/*/*gpusplit*"))
 	if len(left) > 0 {
@@ -203,7 +212,7 @@ func checkContents(t *testing.T, deb string, want []string) {
 		if owner != "root/root" || mode != wantMode {
 			t.Errorf("%s: %s is %s %s, want root/root %s", filepath.Base(deb), name, mode, owner, wantMode)
 		}
-		if strings.HasPrefix(name, "./etc/") || strings.Contains(name, "/systemd/") {
+		if strings.HasPrefix(name, "./etc/") || strings.Contains(name, "/systemd/") && !strings.HasSuffix(name, "/") && !slices.Contains(metricsUnits, name) {
 			t.Errorf("%s: %s: the boot-time files come from gpusplit persist install, not from the package", filepath.Base(deb), name)
 		}
 	}
@@ -267,4 +276,59 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, b, msg)
 	}
 	return string(b)
+}
+
+// checkUnits checks the metrics units as installed: systemd-analyze verify finds
+// nothing to say of them (their keys, the binary they run, the man page their
+// Documentation= names), and the service's command line, run on the sample host,
+// writes the textfile.
+func checkUnits(t *testing.T, root, bin string) {
+	t.Helper()
+	dir := t.TempDir()
+	var service string
+	for _, u := range metricsUnits {
+		b, err := os.ReadFile(filepath.Join(root, u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The unit as it is, but for the binary, which is the installed one here.
+		unit := strings.ReplaceAll(string(b), "/usr/bin/gpusplit ", bin+" ")
+		if strings.HasSuffix(u, ".service") {
+			service = unit
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(u)), []byte(unit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verify := exec.Command("systemd-analyze", "verify", "gpusplit-metrics.service", "gpusplit-metrics.timer")
+	verify.Dir = dir
+	verify.Env = append(os.Environ(), "MANPATH="+filepath.Join(root, "usr/share/man"), "SYSTEMD_LOG_COLOR=0")
+	if out, err := verify.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	timer, _ := os.ReadFile(filepath.Join(dir, "gpusplit-metrics.timer"))
+	for _, want := range []string{"OnUnitActiveSec=1min", "WantedBy=timers.target"} {
+		if !strings.Contains(string(timer), want) {
+			t.Errorf("the timer lacks %s:\n%s", want, timer)
+		}
+	}
+
+	var args []string
+	for _, l := range strings.Split(service, "\n") {
+		if cmd, ok := strings.CutPrefix(l, "ExecStart="); ok {
+			args = strings.Fields(cmd)
+		}
+	}
+	textDir := t.TempDir()
+	if len(args) < 4 || args[0] != bin || args[len(args)-2] != "--textfile" {
+		t.Fatalf("the service runs %q, want %s metrics --textfile DIR", args, bin)
+	}
+	if !strings.Contains(service, "ReadWritePaths=-"+args[len(args)-1]+"\n") {
+		t.Errorf("the service writes %s but may not (ReadWritePaths=):\n%s", args[len(args)-1], service)
+	}
+	args = append(append([]string{"--demo"}, args[1:len(args)-1]...), textDir)
+	run(t, []string{"XDG_CACHE_HOME=" + t.TempDir()}, bin, args...)
+	if b, err := os.ReadFile(filepath.Join(textDir, "gpusplit.prom")); err != nil || !bytes.Contains(b, []byte("gpusplit_gpu_driver_info{")) {
+		t.Errorf("the service's command wrote no metrics: %v", err)
+	}
 }
