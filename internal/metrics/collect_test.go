@@ -513,3 +513,40 @@ func TestDashboardNamesMetrics(t *testing.T) {
 		}
 	}
 }
+
+// docs/metrics.md lists every metric gpusplit writes, with its type and every label,
+// and no metric it does not write.
+func TestDocsListEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := regexp.MustCompile("^\\| `(gpusplit_[a-z_]+)` \\|").FindStringSubmatch(l); m != nil {
+			rows[m[1]] = l
+		}
+	}
+	for _, f := range Collect(richHost(t), Options{Split: loadSplit}).Families {
+		row, ok := rows[f.Name]
+		if !ok {
+			t.Errorf("docs/metrics.md does not list %s", f.Name)
+			continue
+		}
+		delete(rows, f.Name)
+		cells := strings.Split(row, "|")
+		if strings.TrimSpace(cells[2]) != f.Type {
+			t.Errorf("docs/metrics.md says %s is a %s; it is a %s", f.Name, strings.TrimSpace(cells[2]), f.Type)
+		}
+		var labels []string
+		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(cells[3], -1) {
+			labels = append(labels, m[1])
+		}
+		if strings.Join(labels, ",") != strings.Join(f.labels, ",") {
+			t.Errorf("docs/metrics.md gives %s the labels %v; it has %v", f.Name, labels, f.labels)
+		}
+	}
+	for name := range rows {
+		t.Errorf("docs/metrics.md lists %s, which gpusplit does not write", name)
+	}
+}

@@ -346,3 +346,25 @@ func dashboardQueries(t *testing.T) []dashboardQuery {
 	}
 	return out
 }
+
+// The alerting rules docs/metrics.md offers load in Prometheus: promtool check rules.
+func TestDocsAlertRules(t *testing.T) {
+	promtool := tool(t, "prometheus", "promtool")
+	b, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\ngroups:")
+	rules, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/metrics.md has no rules (```yaml groups:)")
+	}
+	p := filepath.Join(t.TempDir(), "rules.yml")
+	if err := os.WriteFile(p, []byte("groups:"+rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(promtool, "check", "rules", p).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS: 6 rules found") {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+}
