@@ -115,6 +115,11 @@ func flagCompletions(g *globals) map[string]cobra.CompletionFunc {
 		"file":     completeFiles,
 		"check":    completeFiles,
 
+		// metrics: node_exporter's textfile directory.
+		"textfile": func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		},
+
 		// persist: the binary as the host sees it, which on the live host is a file here.
 		"binary": completeFiles,
 
