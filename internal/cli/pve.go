@@ -135,19 +135,20 @@ config with a lock, and keeping the previous version under ` + pve.BackupDir + `
 				return err
 			}
 			o := pve.SyncOptions{VMMapping: vmMapping}
-			mode := syncMode{force: force, dryRun: w.dryRun, command: "pve sync", models: splitModels(g, pl, &d)}
-			shown, err := runSync(pl, o, mode)
+			mode := pve.SyncMode{Force: force, Command: "pve sync"}
+			models := splitModels(g, pl, &d)
+			shown, err := runSync(pl, o, mode, models)
 			if shown == nil {
 				return err
 			}
 			stop := err != nil || w.dryRun || len(shown.Changes) == 0
 			if w.showsCheck(g, stop) {
-				if jerr := showSync(g, pl, shown, mode); jerr != nil {
+				if jerr := showSync(g, pl, shown, pve.SyncText{DryRun: w.dryRun}); jerr != nil {
 					return jerr
 				}
 			}
 			if stop {
-				if refused(shown.Changes) && !force {
+				if shown.Refused() && !force {
 					return fmt.Errorf("%w\n--force writes a refused result all the same", stopped(err, shown.Problems))
 				}
 				return stopped(err, shown.Problems)
@@ -166,19 +167,14 @@ config with a lock, and keeping the previous version under ` + pve.BackupDir + `
 			if pl, err = d.plan(g); err != nil {
 				return fmt.Errorf("nothing was written: %w", err)
 			}
-			mode.apply, mode.shown = true, shown.Changes
-			doc, err := runSync(pl, o, mode)
+			mode.Apply, mode.Shown = true, shown.Changes
+			doc, err := runSync(pl, o, mode, models)
 			if doc == nil {
 				return err
 			}
-			doc.Models = mode.models
-			if g.json() {
-				if jerr := g.writeJSON(doc); jerr != nil {
-					return jerr
-				}
-				return err
+			if jerr := showSync(g, pl, doc, pve.SyncText{Written: true}); jerr != nil {
+				return jerr
 			}
-			printWritten(g, pl, doc)
 			return err
 		},
 	}
@@ -198,16 +194,6 @@ type syncDoc struct {
 	Models []planModelJSON `json:"models,omitempty"`
 }
 
-// syncMode is how a sync runs: a check (a dry run, or before the question), or the
-// write of what was shown; --force writes past refusals. command names what writes,
-// for the backups.
-type syncMode struct {
-	apply, force, dryRun bool
-	command              string
-	shown                []pve.SyncChange
-	models               []planModelJSON // pve sync's: the split's models and whether they fit
-}
-
 // errSyncStops ends a check that found reasons the write would stop.
 var errSyncStops = errors.New("nothing was written: the write would stop, for the reasons above")
 
@@ -224,82 +210,27 @@ func pveErr(err error) error {
 	return err
 }
 
-// runSync runs pve.RunSync on a planned split.
-func runSync(pl *planned, o pve.SyncOptions, mode syncMode) (*syncDoc, error) {
-	rep, err := pve.RunSync(pl.h, pl.inv, pl.plan, pl.desired, o, pve.SyncMode{Apply: mode.apply, Force: mode.force, Command: mode.command, Shown: mode.shown})
+// runSync runs pve.RunSync on a planned split; models are the split's, for the JSON.
+func runSync(pl *planned, o pve.SyncOptions, mode pve.SyncMode, models []planModelJSON) (*syncDoc, error) {
+	rep, err := pve.RunSync(pl.h, pl.inv, pl.plan, pl.desired, o, mode)
 	if rep == nil {
 		return nil, err
 	}
-	return &syncDoc{SyncReport: rep}, pveErr(err)
+	return &syncDoc{SyncReport: rep, Models: models}, pveErr(err)
 }
 
-// refused says a check found results the sync refuses, which --force writes.
-func refused(changes []pve.SyncChange) bool {
-	for _, c := range changes {
-		if len(c.Refusals) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// showSync prints the check of a sync: the diffs with their notes and refusals, and
-// what stops the write; or JSON.
-func showSync(g *globals, pl *planned, doc *syncDoc, mode syncMode) error {
-	doc.Models = mode.models
+// showSync prints a sync's check, with the split's models, or what it wrote (t.Written);
+// or JSON.
+func showSync(g *globals, pl *planned, doc *syncDoc, t pve.SyncText) error {
 	if g.json() {
 		return g.writeJSON(doc)
 	}
-	if len(doc.Changes) == 0 {
-		fmt.Fprintf(g.stdout, "%s: Proxmox already matches the split.\n", pl.h.Root())
+	t.Root, t.Snapshot, t.Backups = pl.h.Root(), !pl.h.Writable(), rootedPath(pl.h, pve.BackupDir)
+	doc.WriteText(g.stdout, t)
+	if !t.Written {
+		writeSplitModels(g.stdout, doc.Models)
 	}
-	for _, c := range doc.Changes {
-		fmt.Fprint(g.stdout, c.Diff)
-		for _, n := range c.Notes {
-			fmt.Fprintf(g.stdout, "# %s\n", n)
-		}
-		for _, r := range c.Refusals {
-			if mode.force {
-				fmt.Fprintf(g.stdout, "# FORCED: %s\n", r)
-			} else {
-				fmt.Fprintf(g.stdout, "# REFUSED: %s\n", r)
-			}
-		}
-		fmt.Fprintln(g.stdout)
-	}
-	for _, n := range doc.Notes {
-		fmt.Fprintf(g.stdout, "note: %s\n", n)
-	}
-	switch {
-	case len(doc.Problems) > 0:
-		fmt.Fprintf(g.stdout, "nothing was written; the write would stop (%s):\n", plural.S(len(doc.Problems), "problem"))
-		for _, p := range doc.Problems {
-			fmt.Fprintf(g.stdout, "  %s\n", p)
-		}
-	case len(doc.Changes) > 0:
-		if !pl.h.Writable() {
-			fmt.Fprintf(g.stdout, "note: %s is a snapshot: the locks and the files' permissions are checked on the host itself.\n", pl.h.Root())
-		}
-		if mode.dryRun {
-			fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run these changes are written.")
-		}
-	}
-	writeSplitModels(g.stdout, mode.models)
 	return nil
-}
-
-// printWritten says what a sync wrote, file by file.
-func printWritten(g *globals, pl *planned, doc *syncDoc) {
-	written := 0
-	for _, f := range doc.Files {
-		fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
-		if f.Outcome == pve.Written {
-			written++
-		}
-	}
-	if doc.Applied {
-		fmt.Fprintf(g.stdout, "wrote %s; the previous versions are in %s.\n", plural.S(written, "file"), rootedPath(pl.h, pve.BackupDir))
-	}
 }
 
 // rootedPath is where p lies as the user sees it: under --root when one is given.
