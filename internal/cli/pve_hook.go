@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,83 +89,12 @@ func newPVEHookShow(g *globals) *cobra.Command {
 			if g.json() {
 				return g.writeJSON(doc)
 			}
-			w := g.stdout
-			switch {
-			case doc.Hookscript == "":
-				fmt.Fprintf(w, "%s %d has no hookscript: its GPUs do not follow it (gpusplit pve hook install)\n", doc.Kind, id)
-			case doc.Snippet == "" && pve.IsHookVolume(doc.Hookscript):
-				fmt.Fprintf(w, "%s %d runs %s, gpusplit's snippet, whose storage %s holds no snippets on this node: the guest does not start here\n", doc.Kind, id, doc.Hookscript, doc.Storage)
-			case !pve.IsHookVolume(doc.Hookscript):
-				fmt.Fprintf(w, "%s %d runs %s, which is not gpusplit's\n", doc.Kind, id, doc.Hookscript)
-			case doc.SnippetState == "missing":
-				fmt.Fprintf(w, "%s %d runs %s, gpusplit's snippet, which is missing on this node (%s; snippets are per node): the guest does not start here until gpusplit pve hook install %s %d --yes writes it\n",
-					doc.Kind, id, doc.Hookscript, doc.Snippet, guestFlag(kind), id)
-			case doc.SnippetState != "present":
-				fmt.Fprintf(w, "%s %d runs %s, which is named like gpusplit's snippet but was not written by gpusplit\n", doc.Kind, id, doc.Snippet)
-			case doc.Chained != "":
-				fmt.Fprintf(w, "%s %d runs gpusplit hook (%s), then %s\n", doc.Kind, id, doc.Hookscript, doc.Chained)
-			default:
-				fmt.Fprintf(w, "%s %d runs gpusplit hook (%s)\n", doc.Kind, id, doc.Hookscript)
-			}
-			if doc.MadeFor != 0 {
-				fmt.Fprintf(w, "The snippet was made for guest %d (this one's config names it, as a clone's does): gpusplit pve hook install %s %d --yes gives it one of its own.\n", doc.MadeFor, guestFlag(kind), id)
-			}
-			if b := doc.Binary; b != nil {
-				switch {
-				case !b.Checked:
-					fmt.Fprintf(w, "It runs %s (not checked: a snapshot holds no binaries).\n", b.Path)
-				case !b.OK:
-					fmt.Fprintf(w, "It runs %s, which fails the check: %s\n", b.Path, strings.Join(b.Problems, "; "))
-				default:
-					fmt.Fprintf(w, "It runs %s.\n", b.Path)
-				}
-			}
-			if doc.Deadline != "" {
-				fmt.Fprintf(w, "It bounds each phase to %s (gpusplit hook --deadline).\n", doc.Deadline)
-			}
-			printNodes(g, doc, kind, id)
+			doc.WriteShow(g.stdout)
 			return nil
 		},
 	}
 	gf.register(cmd)
 	return cmd
-}
-
-func guestFlag(kind string) string {
-	if kind == pve.LXC {
-		return "--ct"
-	}
-	return "--vm"
-}
-
-// printNodes says where else the snippet must be.
-func printNodes(g *globals, doc *pve.HookReport, kind string, id int) {
-	if doc.Storage == "" {
-		return
-	}
-	w := g.stdout
-	label := func(ns []pve.HookNode) string {
-		var parts []string
-		for _, n := range ns {
-			parts = append(parts, n.Node+" ("+strings.Join(n.Why, "; ")+")")
-		}
-		return strings.Join(parts, ", ")
-	}
-	if doc.Shared {
-		fmt.Fprintf(w, "Storage %s is shared: its snippet serves every node it is on.\n", doc.Storage)
-	} else {
-		fmt.Fprintf(w, "Snippets are per node: storage %s is this node's own, so the snippet serves this node only.\n", doc.Storage)
-	}
-	if len(doc.InstallOn) > 0 {
-		fmt.Fprintf(w, "note: %s %d may also start on %s: install the snippet there too (gpusplit pve hook install %s %d --yes on each), or use a shared storage (--storage).\n",
-			doc.Kind, id, label(doc.InstallOn), guestFlag(kind), id)
-	}
-	if len(doc.StorageMissingOn) > 0 {
-		fmt.Fprintf(w, "note: %s %d may also start on %s, where storage %s is not: it does not start there with this hookscript.\n", doc.Kind, id, label(doc.StorageMissingOn), doc.Storage)
-	}
-	for _, n := range doc.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
 }
 
 // binaryAdvice is the way out of a refused binary that the command line adds.
@@ -219,7 +147,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 			}
 			stop := err != nil || w.dryRun || (doc.Diff == "" && doc.Removed == "")
 			if w.showsCheck(g, stop) {
-				if jerr := showHook(g, h, doc, verb, kind, id, w.dryRun, false); jerr != nil {
+				if jerr := showHook(g, h, doc, pve.HookText{Install: verb == "install", DryRun: w.dryRun}); jerr != nil {
 					return jerr
 				}
 			}
@@ -233,7 +161,7 @@ func newPVEHookChange(g *globals, verb string) *cobra.Command {
 			if doc, err = hookChange(g, h, change, kind, id, o); doc == nil {
 				return err
 			}
-			if jerr := showHook(g, h, doc, verb, kind, id, false, err == nil); jerr != nil {
+			if jerr := showHook(g, h, doc, pve.HookText{Install: verb == "install", Written: err == nil}); jerr != nil {
 				return jerr
 			}
 			return err
@@ -268,42 +196,16 @@ func hookChange(g *globals, h *host.Host, change func(*host.Host, string, int, p
 	return doc, pveErr(err)
 }
 
-// showHook prints an install or remove: its check (dryRun: a dry run's), or what it
-// wrote (written); or JSON.
-func showHook(g *globals, h *host.Host, doc *pve.HookReport, verb, kind string, id int, dryRun, written bool) error {
+// showHook prints an install or remove: its check, or what it wrote (t.Written); or
+// JSON.
+func showHook(g *globals, h *host.Host, doc *pve.HookReport, t pve.HookText) error {
 	if g.json() {
 		return g.writeJSON(doc)
 	}
-	w := g.stdout
-	if doc.Diff == "" && doc.Removed == "" && len(doc.Problems) == 0 {
-		fmt.Fprintf(w, "%s %d: nothing to change (hookscript: %s)\n", doc.Kind, id, orNone(doc.Hookscript))
-	} else if written {
-		if doc.Removed != "" {
-			fmt.Fprintf(w, "removed %s: no guest names it any more.\n", doc.Removed)
-		}
-		fmt.Fprintf(w, "wrote %s; the previous version is in %s.\n", pve.GuestPath(kind, id), rootedPath(h, pve.BackupDir))
-	} else {
-		fmt.Fprint(w, doc.Diff)
-		if doc.Removed != "" {
-			fmt.Fprintf(w, "the change removes %s: no guest names it any more.\n", doc.Removed)
-		}
-		printGuestCheck(g, h, &writeFlags{dryRun: dryRun}, doc.Problems)
-	}
-	if doc.Kept != "" {
-		fmt.Fprintf(w, "%s is kept: %s still %s it.\n", doc.Kept, strings.Join(doc.UsedBy, ", "), map[bool]string{true: "names", false: "name"}[len(doc.UsedBy) == 1])
-	}
+	t.Backups = rootedPath(h, pve.BackupDir)
+	doc.WriteText(g.stdout, t)
 	if doc.Binary != nil {
 		g.warn(doc.Binary.Notes)
-	}
-	if verb == "install" {
-		if written && kind == pve.QEMU {
-			fmt.Fprintf(w, "VM %d's GPUs follow it from its next start on this node (gpusplit hook %d pre-start).\n", id, id)
-		}
-		printNodes(g, doc, kind, id)
-	} else {
-		for _, n := range doc.Notes {
-			fmt.Fprintf(w, "note: %s\n", n)
-		}
 	}
 	return nil
 }

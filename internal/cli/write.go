@@ -123,7 +123,7 @@ func writeGuest(g *globals, h *host.Host, w *writeFlags, command string, edit pv
 			}
 		} else {
 			show()
-			printGuestCheck(g, h, w, res.Problems)
+			pve.WriteGuestCheck(g.stdout, res.Problems, w.dryRun)
 		}
 	}
 	if stop {
@@ -150,15 +150,4 @@ func stopped(err error, problems []string) error {
 		return err
 	}
 	return fmt.Errorf("nothing was written; %s:\n  %s", plural.S(len(problems), "problem"), strings.Join(problems, "\n  "))
-}
-
-// printGuestCheck ends the diff of a guest config edit: what would stop the write, or
-// what a dry run found.
-func printGuestCheck(g *globals, h *host.Host, w *writeFlags, problems []string) {
-	switch {
-	case len(problems) > 0:
-		fmt.Fprintf(g.stdout, "nothing was written; the write would stop:\n  %s\n", strings.Join(problems, "\n  "))
-	case w.dryRun:
-		fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run this change is written.")
-	}
 }
