@@ -106,14 +106,14 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 			if err != nil {
 				return err
 			}
-			ch, err := d.change(g, pl, "apply")
+			ch, err := pl.Change("apply")
 			if err != nil {
 				return err
 			}
-			k, kerr := openKernel(pl.h)
+			k, kerr := openKernel(pl.H)
 			stops := ch.Stops
-			if kerr == nil && !pl.plan.Empty() {
-				if err := bind.Check(k, pl.plan); err != nil && bind.Held(pl.plan) == nil {
+			if kerr == nil && !pl.Plan.Empty() {
+				if err := bind.Check(k, pl.Plan); err != nil && bind.Held(pl.Plan) == nil {
 					stops = append(stops, &split.Stop{Part: "drivers", Err: err})
 				}
 			}
@@ -155,7 +155,7 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 			defer stop()
 			// Locks first, then everything read again: the host may have changed during
 			// the question (a guest started, another run moved a GPU).
-			lock, err := bind.TakeLock(pl.h, lockWait)
+			lock, err := bind.TakeLock(pl.H, lockWait)
 			if err != nil {
 				return err
 			}
@@ -164,7 +164,7 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 			if pl, err = d.plan(g); err != nil {
 				return fmt.Errorf("nothing was changed: %w", err)
 			}
-			if ch, err = d.change(g, pl, "apply"); err != nil {
+			if ch, err = pl.Change("apply"); err != nil {
 				return fmt.Errorf("nothing was changed: %w", err)
 			}
 			if changed := split.Changed(shown, ch); len(changed) > 0 {
@@ -173,7 +173,7 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 			if len(ch.Stops) > 0 {
 				return &split.StopError{Stops: ch.Stops}
 			}
-			if err := bind.Check(k, pl.plan); err != nil {
+			if err := bind.Check(k, pl.Plan); err != nil {
 				return bind.ExplainHeld(err)
 			}
 			logf := func(format string, a ...any) {
@@ -182,13 +182,13 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 				}
 			}
 			res, err := split.Apply(ctx, ch, split.Tx{
-				H: pl.h, Lock: lock, Kernel: k, Inv: pl.inv, Bind: c.options(g), Services: hookServices(g, pl.h), Command: "apply", Logf: logf,
+				H: pl.H, Lock: lock, Kernel: k, Inv: pl.Inv, Bind: c.options(g), Services: hookServices(g, pl.H), Command: "apply", Logf: logf,
 				Replan: func() (*inventory.Inventory, *plan.Plan, error) {
 					after, err := d.plan(g)
 					if err != nil {
 						return nil, nil, err
 					}
-					return after.inv, after.plan, nil
+					return after.Inv, after.Plan, nil
 				},
 			})
 			if g.json() {
@@ -200,8 +200,8 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 			if err != nil {
 				return err
 			}
-			res.WriteText(g.stdout, pl.h.Root(), rootedPath(pl.h, pve.BackupDir))
-			if !pl.desired.Persist {
+			res.WriteText(g.stdout, pl.H.Root(), rootedPath(pl.H, pve.BackupDir))
+			if !pl.Desired.Persist {
 				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
 			}
 			return nil
@@ -213,9 +213,9 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 }
 
 // showChange prints the whole change, or its JSON, with the command that follows.
-func showChange(g *globals, pl *planned, ch *split.Change, next string) error {
+func showChange(g *globals, pl *split.Planned, ch *split.Change, next string) error {
 	if g.json() {
-		doc := planJSON(pl.inv.Root, pl.plan)
+		doc := planJSON(pl.Inv.Root, pl.Plan)
 		rep := ch.Parts(next)
 		doc.Parts = &rep
 		return g.writeJSON(doc)

@@ -3,21 +3,13 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/host"
-	"github.com/gpusplit/gpusplit/internal/inventory"
-	"github.com/gpusplit/gpusplit/internal/pci"
-	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
-	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/split"
-	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
 // desiredFlags are the flags that say what the split should be: plan, apply and status
@@ -44,146 +36,49 @@ func (d *desiredFlags) register(cmd *cobra.Command) {
 	d.set = func(name string) bool { return f.Changed(name) }
 }
 
-// load returns the desired state, and the inventory it is planned against.
-func (d *desiredFlags) load(g *globals, h *host.Host) (plan.Desired, *inventory.Inventory, error) {
-	if len(d.vfio) > 0 && d.config != "" {
-		return plan.Desired{}, nil, errors.New("--vfio and --config both say what the split is; use one of them")
-	}
-	devices := g.devices
-	var desired plan.Desired
-	var file *plan.File
-	var fileErr error
-	if len(d.vfio) > 0 {
-		choices, err := plan.ParseChoices(d.vfio)
-		switch {
-		case errors.Is(err, plan.ErrNoSelector):
-			return plan.Desired{}, nil, errors.New("--vfio needs a selector")
-		case err != nil:
-			return plan.Desired{}, nil, fmt.Errorf("--vfio: %w", err)
-		}
-		desired = plan.ForVFIO(choices)
-		if err := desired.ResolveMappings(pve.MappingLookup(h)); err != nil {
-			return plan.Desired{}, nil, err
-		}
-	} else {
-		name, data, err := d.read(h)
-		if err != nil {
-			return plan.Desired{}, nil, err
-		}
-		// A pool's GPU that a running VM holds belongs on vfio-pci until it stops.
-		holding := func() (map[pci.Address]int, error) { return vmlayout.Reservations(h, time.Now()) }
-		if d.atRest {
-			holding = nil
-		}
-		desired, file, err = plan.FromFile(name, data, holding)
-		// A file that breaks its rules is still checked against the host below, so
-		// that one run names every mistake; its devices, if they are what it broke,
-		// are left for that error to name.
-		var invalid *plan.InvalidFileError
-		if errors.As(err, &invalid) {
-			file, fileErr = invalid.File, err
-		} else if err != nil {
-			return plan.Desired{}, nil, err
-		}
-		if _, err := pci.ParseSelectors(file.Devices); devices == "" && err == nil {
-			devices = file.Devices
-		}
-	}
-	desired.AllowSharedGroups = desired.AllowSharedGroups || d.allowShared
-	names := pve.NewNames(h)
-	plan.Defaults(&desired, file, names.Proxmox)
+// source is the split these flags give, with the command line's --devices.
+func (d *desiredFlags) source(g *globals) split.Source {
+	src := split.Source{VFIO: d.vfio, Config: d.config, Devices: g.devices, AllowShared: d.allowShared, AtRest: d.atRest, Warn: g.warn}
 	if d.set != nil && d.set("proxmox") {
-		desired.SyncProxmox = d.proxmox
+		src.Proxmox = &d.proxmox
 	}
 	if d.set != nil && d.set("persist") {
-		desired.Persist = d.persist
+		src.Persist = &d.persist
 	}
-	sels, err := parseSelectors(h, devices)
-	if err != nil {
-		return plan.Desired{}, nil, errors.Join(fileErr, fmt.Errorf("devices: %w", err))
-	}
-	inv, err := inventory.Build(h, sels)
-	if err != nil {
-		return plan.Desired{}, nil, errors.Join(fileErr, err)
-	}
-	g.warn(inv.Warnings)
-	// Every name the file gives must exist before anything is planned: a driver name
-	// that matches no driver would leave the GPUs without one, and the functions that
-	// should follow them behind.
-	if file != nil {
-		if err := errors.Join(fileErr, file.Check(inv, names)); err != nil {
-			return plan.Desired{}, nil, err
-		}
-		if err := desired.ResolveMappings(names.Mappings); err != nil {
-			return plan.Desired{}, nil, err
-		}
-	}
-	return desired, inv, nil
+	return src
 }
 
-// planned is a desired state planned on a host.
-type planned struct {
-	h       *host.Host
-	inv     *inventory.Inventory
-	desired plan.Desired
-	plan    *plan.Plan
+// load plans the desired state on h (split.Load); the hook's, which plans it itself,
+// only reads it (split.LoadDesired).
+func (d *desiredFlags) load(g *globals, h *host.Host, load func(*host.Host, split.Source) (*split.Planned, error)) (*split.Planned, error) {
+	if len(d.vfio) > 0 && d.config != "" {
+		return nil, errors.New("--vfio and --config both say what the split is; use one of them")
+	}
+	pl, err := load(h, d.source(g))
+	return pl, desiredErr(err)
 }
 
 // plan opens the host and plans the desired state on it.
-func (d *desiredFlags) plan(g *globals) (*planned, error) {
+func (d *desiredFlags) plan(g *globals) (*split.Planned, error) {
 	h, err := g.host()
 	if err != nil {
 		return nil, err
 	}
-	desired, inv, err := d.load(g, h)
-	if err != nil {
-		return nil, err
-	}
-	p, err := plan.Make(inv, desired)
-	if err != nil {
-		return nil, err
-	}
-	return &planned{h: h, inv: inv, desired: desired, plan: p}, nil
+	return d.load(g, h, split.Load)
 }
 
-// read returns the desired state file: --config from this machine, or the default file
-// of the host (so a snapshot carries its own).
-func (d *desiredFlags) read(h *host.Host) (string, []byte, error) {
-	if d.config != "" {
-		data, err := os.ReadFile(d.config)
-		if err != nil {
-			return "", nil, fmt.Errorf("--config: %w", err)
-		}
-		return d.config, data, nil
+// desiredErr words an error of split.Load with the flag that answers it.
+func desiredErr(err error) error {
+	var in *split.InputError
+	switch {
+	case errors.Is(err, split.ErrNoDesired):
+		return fmt.Errorf("no desired state: give --vfio SELECTOR, or write %s (gpusplit help split.toml shows how)", plan.DefaultConfig)
+	case errors.Is(err, plan.ErrNoSelector):
+		return errors.New("--vfio needs a selector")
+	case errors.As(err, &in):
+		return fmt.Errorf("--%s: %w", in.Input, in.Err)
 	}
-	data, err := h.ReadFile(plan.DefaultConfig)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, fmt.Errorf("no desired state: give --vfio SELECTOR, or write %s (gpusplit help split.toml shows how)", plan.DefaultConfig)
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	return plan.DefaultConfig, data, nil
-}
-
-// change works out the whole change of a planned split (split.Make): the drivers, and,
-// as the desired state asks, Proxmox's files, the pools' hookscripts and the boot files.
-func (d *desiredFlags) change(g *globals, pl *planned, command string) (*split.Change, error) {
-	o := split.Options{Command: command, Boot: persist.BootOptions{Config: d.config}}
-	if len(d.vfio) > 0 {
-		o.Config = &persist.File{Path: plan.DefaultConfig, Mode: 0o644, Content: persist.VFIOConfig(g.devices, d.vfio, d.allowShared)}
-	}
-	if len(pl.desired.Holding) > 0 && pl.desired.Persist {
-		// The boot files pin the pools' resting drivers, whatever VM holds them now.
-		atRest := pl.desired
-		atRest.Holding = nil
-		p, err := plan.Make(pl.inv, atRest)
-		if err != nil {
-			return nil, err
-		}
-		o.AtRest = p
-	}
-	return split.Make(pl.h, pl.inv, pl.plan, pl.desired, o)
+	return err
 }
 
 // next is the command that carries out the split as these flags give it: apply, with

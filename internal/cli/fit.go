@@ -14,6 +14,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/split"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
 
@@ -102,8 +103,7 @@ docs/fit.md has the formulas and their sources.`,
 // or, for the sample host that carries none, the reference split of docs/split.toml.
 // nil without any.
 func readFitSplit(g *globals, h *host.Host, config string) (*fit.Split, error) {
-	d := desiredFlags{config: config}
-	name, data, err := d.read(h)
+	name, data, err := split.ReadConfig(h, config)
 	switch {
 	case err == nil:
 	case config == "" && g.demo && !h.Exists(plan.DefaultConfig):
@@ -111,7 +111,7 @@ func readFitSplit(g *globals, h *host.Host, config string) (*fit.Split, error) {
 	case config == "" && !h.Exists(plan.DefaultConfig):
 		return nil, nil
 	default:
-		return nil, err
+		return nil, desiredErr(err)
 	}
 	file, err := plan.ParseFile(name, data)
 	if err != nil {

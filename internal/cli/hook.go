@@ -12,6 +12,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/split"
 )
 
 // hookServices are the host's daemons and device nodes as the hooks change them: the
@@ -100,7 +101,11 @@ gives it back (docs/health.md).`,
 				Selectors: sels,
 				Split: func(h *host.Host) (plan.Desired, *inventory.Inventory, error) {
 					var d desiredFlags
-					return d.load(g, h)
+					pl, err := d.load(g, h, split.LoadDesired)
+					if err != nil {
+						return plan.Desired{}, nil, err
+					}
+					return pl.Desired, pl.Inv, nil
 				},
 				// The hook has no flags for these: apply's defaults.
 				Options:  bind.Options{UnbindTimeout: 15 * time.Second, Parallel: 4},

@@ -9,6 +9,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/metrics"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/split"
 )
 
 func newMetrics(g *globals) *cobra.Command {
@@ -51,8 +52,11 @@ metrics are written all the same.`,
 				Selectors: sels,
 				Version:   version(),
 				Split: func(h *host.Host) (plan.Desired, *inventory.Inventory, error) {
-					var d desiredFlags
-					return d.load(g, h)
+					pl, err := split.LoadDesired(h, split.Source{Devices: g.devices, Warn: g.warn})
+					if err != nil {
+						return plan.Desired{}, nil, err
+					}
+					return pl.Desired, pl.Inv, nil
 				},
 			})
 			g.warn(set.Warnings)

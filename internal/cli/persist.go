@@ -9,6 +9,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/split"
 )
 
 func newPersist(g *globals) *cobra.Command {
@@ -66,15 +67,11 @@ func (f *persistFlags) files(g *globals, h *host.Host) (*persist.Boot, error) {
 	// The files are for the next boot, when no VM holds a pool: they pin its resting
 	// driver, whatever VM runs now.
 	f.atRest = true
-	desired, inv, err := f.load(g, h)
+	pl, err := f.load(g, h, split.Load)
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.Make(inv, desired)
-	if err != nil {
-		return nil, err
-	}
-	return persist.PlanBoot(h, p, inv.Tree, persist.BootOptions{Config: f.config, Binary: f.binary, SyncProxmox: desired.SyncProxmox})
+	return persist.PlanBoot(h, pl.Plan, pl.Inv.Tree, persist.BootOptions{Config: f.config, Binary: f.binary, SyncProxmox: pl.Desired.SyncProxmox})
 }
 
 func newPersistShow(g *globals) *cobra.Command {

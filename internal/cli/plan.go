@@ -34,7 +34,7 @@ When everything is in place the plan is empty and says so.`,
 			if err != nil {
 				return err
 			}
-			ch, err := d.change(g, pl, "apply")
+			ch, err := pl.Change("apply")
 			if err != nil {
 				return err
 			}
@@ -42,9 +42,9 @@ When everything is in place the plan is empty and says so.`,
 			if !ch.Empty() {
 				next = d.next(g)
 			}
-			models := splitModels(g, pl, &d)
+			models := splitModels(pl)
 			if g.json() {
-				doc := planJSON(pl.inv.Root, pl.plan)
+				doc := planJSON(pl.Inv.Root, pl.Plan)
 				rep := ch.Parts(next)
 				doc.Parts, doc.Models = &rep, models
 				return g.writeJSON(doc)
@@ -77,8 +77,8 @@ func planJSON(root string, p *plan.Plan) planDoc { return planDoc{Report: p.Repo
 
 // writeChange prints the whole change: the drivers' plan with what holds its devices,
 // then the other parts and what would stop apply.
-func writeChange(w io.Writer, pl *planned, ch *split.Change, width int) error {
-	if err := pl.plan.WriteText(w, pl.inv.Root, width); err != nil {
+func writeChange(w io.Writer, pl *split.Planned, ch *split.Change, width int) error {
+	if err := pl.Plan.WriteText(w, pl.Inv.Root, width); err != nil {
 		return err
 	}
 	ch.WriteText(w, width)
@@ -94,23 +94,15 @@ type planModelJSON = fit.GroupModel
 // whether the model fits on the GPUs the group holds once the split is done (nothing
 // for --vfio, which names no model). The model's path is on this machine; a relative
 // one is relative to the file's directory.
-func splitModels(g *globals, pl *planned, d *desiredFlags) []planModelJSON {
-	if len(d.vfio) > 0 {
-		return nil
-	}
-	name, data, err := d.read(pl.h)
-	if err != nil {
-		return nil
-	}
-	file, err := plan.ParseFile(name, data)
-	if err != nil {
+func splitModels(pl *split.Planned) []planModelJSON {
+	if pl.File == nil {
 		return nil
 	}
 	dir := ""
-	if d.config != "" {
-		dir = filepath.Dir(d.config)
+	if pl.Source.Config != "" {
+		dir = filepath.Dir(pl.Source.Config)
 	}
-	models := fit.GroupModels(file, pl.inv, pl.plan, dir, measuredMemory)
+	models := fit.GroupModels(pl.File, pl.Inv, pl.Plan, dir, measuredMemory)
 	for i, m := range models {
 		if m.Err != nil {
 			models[i].Error = fitAdvice(m.Err).Error()

@@ -12,6 +12,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/split"
 	"github.com/gpusplit/gpusplit/internal/table"
 )
 
@@ -136,7 +137,7 @@ config with a lock, and keeping the previous version under ` + pve.BackupDir + `
 			}
 			o := pve.SyncOptions{VMMapping: vmMapping}
 			mode := pve.SyncMode{Force: force, Command: "pve sync"}
-			models := splitModels(g, pl, &d)
+			models := splitModels(pl)
 			shown, err := runSync(pl, o, mode, models)
 			if shown == nil {
 				return err
@@ -211,8 +212,8 @@ func pveErr(err error) error {
 }
 
 // runSync runs pve.RunSync on a planned split; models are the split's, for the JSON.
-func runSync(pl *planned, o pve.SyncOptions, mode pve.SyncMode, models []planModelJSON) (*syncDoc, error) {
-	rep, err := pve.RunSync(pl.h, pl.inv, pl.plan, pl.desired, o, mode)
+func runSync(pl *split.Planned, o pve.SyncOptions, mode pve.SyncMode, models []planModelJSON) (*syncDoc, error) {
+	rep, err := pve.RunSync(pl.H, pl.Inv, pl.Plan, pl.Desired, o, mode)
 	if rep == nil {
 		return nil, err
 	}
@@ -221,11 +222,11 @@ func runSync(pl *planned, o pve.SyncOptions, mode pve.SyncMode, models []planMod
 
 // showSync prints a sync's check, with the split's models, or what it wrote (t.Written);
 // or JSON.
-func showSync(g *globals, pl *planned, doc *syncDoc, t pve.SyncText) error {
+func showSync(g *globals, pl *split.Planned, doc *syncDoc, t pve.SyncText) error {
 	if g.json() {
 		return g.writeJSON(doc)
 	}
-	t.Root, t.Snapshot, t.Backups = pl.h.Root(), !pl.h.Writable(), rootedPath(pl.h, pve.BackupDir)
+	t.Root, t.Snapshot, t.Backups = pl.H.Root(), !pl.H.Writable(), rootedPath(pl.H, pve.BackupDir)
 	doc.WriteText(g.stdout, t)
 	if !t.Written {
 		writeSplitModels(g.stdout, doc.Models)

@@ -43,18 +43,18 @@ Status lists each with its evidence, and a quarantined GPU is drift (exit 3).`,
 			if err != nil {
 				return err
 			}
-			inv, p := pl.inv, pl.plan
-			pools := pl.plan.Pools(pl.desired)
+			inv, p := pl.Inv, pl.Plan
+			pools := pl.Plan.Pools(pl.Desired)
 			// A GPU that came back broken from a VM is kept from its driver and its
 			// containers until released: the host is not where it belongs.
-			quarantined, err := health.List(pl.h)
+			quarantined, err := health.List(pl.H)
 			var warnings []string
 			if err != nil {
 				quarantined = []health.Record{}
 				warnings = append(warnings, fmt.Sprintf("quarantined GPUs cannot be seen: %v (the records are root's)", err))
 				g.warn(warnings)
 			}
-			ch, err := d.change(g, pl, "apply")
+			ch, err := pl.Change("apply")
 			if err != nil {
 				return err
 			}
