@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
-	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/persist"
-	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/split"
 )
@@ -102,105 +100,48 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 					return err
 				}
 			}
-			pl, err := d.plan(g)
-			if err != nil {
-				return err
-			}
-			ch, err := pl.Change("apply")
-			if err != nil {
-				return err
-			}
-			k, kerr := openKernel(pl.H)
-			stops := ch.Stops
-			if kerr == nil && !pl.Plan.Empty() {
-				if err := bind.Check(k, pl.Plan); err != nil && bind.Held(pl.Plan) == nil {
-					stops = append(stops, &split.Stop{Part: "drivers", Err: err})
-				}
-			}
-			if c.dryRun || ch.Empty() {
-				if err := showChange(g, pl, ch, ""); err != nil {
-					return err
-				}
-				if ch.Empty() {
-					return nil
-				}
-				if kerr != nil {
-					// The change is worth seeing on a copy; the note says the host itself is needed.
-					fmt.Fprintf(g.stderr, "note: without --dry-run this is refused: %v\n", kerr)
-				}
-				if len(stops) > 0 {
-					return &split.StopError{Stops: stops, DryRun: true}
-				}
-				if !g.json() {
-					fmt.Fprintln(g.stdout, "\ndry run: nothing was changed; without --dry-run apply makes this change.")
-				}
-				return nil
-			}
-			if kerr != nil {
-				return fmt.Errorf("nothing was changed: %w", kerr)
-			}
-			if len(stops) > 0 {
-				return &split.StopError{Stops: stops}
-			}
-			if !g.json() {
-				if err := showChange(g, pl, ch, ""); err != nil {
-					return err
-				}
-				fmt.Fprintln(g.stdout)
-			}
-			if err := c.proceed(g, "Make this change?"); err != nil {
-				return err
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			// Locks first, then everything read again: the host may have changed during
-			// the question (a guest started, another run moved a GPU).
-			lock, err := bind.TakeLock(pl.H, lockWait)
-			if err != nil {
-				return err
-			}
-			defer lock.Unlock()
-			shown := ch
-			if pl, err = d.plan(g); err != nil {
-				return fmt.Errorf("nothing was changed: %w", err)
-			}
-			if ch, err = pl.Change("apply"); err != nil {
-				return fmt.Errorf("nothing was changed: %w", err)
-			}
-			if changed := split.Changed(shown, ch); len(changed) > 0 {
-				return fmt.Errorf("nothing was changed: the host changed since the change was shown:\n  %s\nrun gpusplit apply again to see the change as things are now", strings.Join(changed, "\n  "))
-			}
-			if len(ch.Stops) > 0 {
-				return &split.StopError{Stops: ch.Stops}
-			}
-			if err := bind.Check(k, pl.Plan); err != nil {
-				return bind.ExplainHeld(err)
-			}
-			logf := func(format string, a ...any) {
-				if !g.json() {
-					fmt.Fprintf(g.stdout, format+"\n", a...)
-				}
-			}
-			res, err := split.Apply(ctx, ch, split.Tx{
-				H: pl.H, Lock: lock, Kernel: k, Inv: pl.Inv, Bind: c.options(g), Services: hookServices(g, pl.H), Command: "apply", Logf: logf,
-				Replan: func() (*inventory.Inventory, *plan.Plan, error) {
-					after, err := d.plan(g)
-					if err != nil {
-						return nil, nil, err
+			out, err := split.Run(split.Request{
+				Plan:   func() (*split.Planned, error) { return d.plan(g) },
+				Kernel: openKernel, DryRun: c.dryRun,
+				Show: func(pl *split.Planned, ch *split.Change, ask bool) error {
+					if ask && g.json() {
+						return nil // the JSON is the result alone
 					}
-					return after.Inv, after.Plan, nil
+					if err := showChange(g, pl, ch, ""); err != nil || !ask {
+						return err
+					}
+					fmt.Fprintln(g.stdout)
+					return nil
+				},
+				Confirm:  func() error { return c.proceed(g, "Make this change?") },
+				Context:  signalContext,
+				LockWait: lockWait, Bind: c.options(g), Command: "apply",
+				Services: func(h *host.Host) hook.Services { return hookServices(g, h) },
+				Logf: func(format string, a ...any) {
+					if !g.json() {
+						fmt.Fprintf(g.stdout, format+"\n", a...)
+					}
 				},
 			})
-			if g.json() {
-				if jerr := g.writeJSON(resultJSON(res, err)); jerr != nil {
+			if out != nil && out.Refused != nil {
+				fmt.Fprintf(g.stderr, "note: without --dry-run this is refused: %v\n", out.Refused)
+			}
+			switch {
+			case out == nil || out.Result == nil:
+				if err == nil && c.dryRun && !out.Change.Empty() && !g.json() {
+					fmt.Fprintln(g.stdout, "\ndry run: nothing was changed; without --dry-run apply makes this change.")
+				}
+				return err
+			case g.json():
+				if jerr := g.writeJSON(resultJSON(out.Result, err)); jerr != nil {
 					return jerr
 				}
 				return err
-			}
-			if err != nil {
+			case err != nil:
 				return err
 			}
-			res.WriteText(g.stdout, pl.H.Root(), rootedPath(pl.H, pve.BackupDir))
+			pl := out.Planned
+			out.Result.WriteText(g.stdout, pl.H.Root(), rootedPath(pl.H, pve.BackupDir))
 			if !pl.Desired.Persist {
 				fmt.Fprintln(g.stdout, "To keep this split across reboots: gpusplit persist install (see gpusplit persist --help).")
 			}
