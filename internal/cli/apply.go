@@ -14,7 +14,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/host"
-	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/split"
 )
@@ -133,7 +132,7 @@ through a simulated kernel that changes the copy alone (gpusplit demo --help).`,
 				}
 				return err
 			case g.json():
-				if jerr := g.writeJSON(resultJSON(out.Result, err)); jerr != nil {
+				if jerr := g.writeJSON(out.Result.Report(err)); jerr != nil {
 					return jerr
 				}
 				return err
@@ -199,45 +198,3 @@ var openKernel = func(h *host.Host) (bind.Kernel, error) {
 }
 
 var errSnapshot = errors.New("it is a snapshot, which cannot be changed; run on the host itself")
-
-type resultDoc struct {
-	Seconds    float64           `json:"seconds"` // from the first change to the end
-	Moved      []string          `json:"moved"`
-	Restored   []string          `json:"restored"`
-	Unrestored map[string]string `json:"unrestored"`
-	Error      string            `json:"error"`
-	// Proxmox is the sync of Proxmox's files, when the split includes them.
-	Proxmox *pve.SyncReport `json:"proxmox,omitempty"`
-	// Hooks are the hookscripts installed on the pools' VMs.
-	Hooks []*pve.HookReport `json:"hooks,omitempty"`
-	// Boot is what was done to each boot file, when the split includes them.
-	Boot     []persist.Change  `json:"boot,omitempty"`
-	Commands []persist.Command `json:"commands,omitempty"`
-	// RolledBack: a part after the drivers failed, and the parts before it were put
-	// back (or that was tried: the error says whether it worked).
-	RolledBack bool `json:"rolled_back,omitempty"`
-}
-
-func resultJSON(r *split.Result, err error) resultDoc {
-	doc := resultDoc{Moved: []string{}, Restored: []string{}, Unrestored: map[string]string{}}
-	if r != nil {
-		doc.Proxmox, doc.Hooks, doc.Boot, doc.Commands, doc.RolledBack = r.Proxmox, r.Hooks, r.Boot, r.Commands, r.Undone
-	}
-	if r != nil && r.Drivers != nil {
-		res := r.Drivers
-		doc.Seconds = res.Elapsed.Seconds()
-		for _, m := range res.Moved {
-			doc.Moved = append(doc.Moved, m.Device.String())
-		}
-		for _, a := range res.Restored {
-			doc.Restored = append(doc.Restored, a.String())
-		}
-		for a, e := range res.Unrestored {
-			doc.Unrestored[a.String()] = e.Error()
-		}
-	}
-	if err != nil {
-		doc.Error = err.Error()
-	}
-	return doc
-}

@@ -97,6 +97,9 @@ func TestApplyPutsBackEveryPart(t *testing.T) {
 	if res == nil || !res.Undone || len(res.UndoErrs) != 0 || res.Drivers == nil || len(res.Drivers.Moved) != 8 || !res.Proxmox.Applied {
 		t.Fatalf("result: %+v", res)
 	}
+	if rep := res.Report(err); !rep.RolledBack || rep.Error != err.Error() || len(rep.Moved) != 8 || !rep.Proxmox.Applied {
+		t.Errorf("the JSON report: %+v", rep)
+	}
 	if got := drivers(); got != was {
 		t.Errorf("drivers after the undo:\n%s\nwere\n%s", got, was)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,11 @@ func TestRunAsksThenApplies(t *testing.T) {
 	}
 	if got := r.drivers(t); got == before || strings.Contains(got, "=nvidia") {
 		t.Errorf("the drivers after the run:\n%s", got)
+	}
+	rep := out.Result.Report(nil)
+	if len(rep.Moved) != 8 || !slices.Contains(rep.Moved, "0000:81:00.0") || len(rep.Restored) != 0 || len(rep.Unrestored) != 0 || rep.Error != "" ||
+		rep.Proxmox != out.Result.Proxmox || len(rep.Boot) == 0 || rep.RolledBack || rep.Seconds <= 0 {
+		t.Errorf("the JSON report: %+v", rep)
 	}
 
 	r.shown, r.asked = nil, nil
