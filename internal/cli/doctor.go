@@ -80,10 +80,7 @@ Exit status: 0 with nothing above info, 1 with warnings, 2 with errors.`,
 				return err
 			}
 			if g.json() {
-				if err := g.writeJSON(struct {
-					Host string `json:"host"`
-					*doctor.Report
-				}{h.Root(), report}); err != nil {
+				if err := g.writeJSON(report); err != nil {
 					return err
 				}
 			} else {

@@ -118,11 +118,7 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 				return err
 			}
 			if rep != nil {
-				doc := struct {
-					*p2p.Report
-					Doctor []doctor.Finding `json:"doctor"`
-					Error  string           `json:"error,omitempty"`
-				}{rep, findings, errString(runErr)}
+				doc := doctor.NewP2PReport(rep, findings, runErr)
 				if save != "" {
 					// What -o json prints, kept for nccl-topo --vm --p2p and pve
 					// p2p-clique --p2p: the host's measured evidence for its VMs.
@@ -146,10 +142,7 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 						return err
 					}
 				} else {
-					rep.WriteText(g.stdout)
-					for _, f := range findings {
-						fmt.Fprintf(g.stdout, "  the doctor: %s: %s\n", f.ID, f.Title)
-					}
+					doc.WriteText(g.stdout)
 				}
 			}
 			if runErr != nil {
@@ -169,13 +162,6 @@ driver, 1 on other errors. docs/p2p.md explains each verdict.`,
 	f.BoolVar(&integrityOnly, "integrity-only", false, "check the copies, measure nothing")
 	f.StringVar(&save, "save", "", "also write the result, as -o json gives it, to this file (for nccl-topo --vm --p2p and pve p2p-clique --p2p)")
 	return cmd
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // handOff runs p2p in gpusplit-cuda, found beside this binary or on the PATH, in place of

@@ -145,8 +145,10 @@ func Groups() []string {
 	return out
 }
 
-// Report is the result of a run.
+// Report is the result of a run, as doctor -o json gives it (docs/json.md).
 type Report struct {
+	// Host names the host the checks ran on: its root.
+	Host     string    `json:"host"`
 	Findings []Finding `json:"findings"`
 	Ran      []string  `json:"checks"`
 	// Partial names the checks that saw only part of what they need, and why.
@@ -171,6 +173,9 @@ func Run(e *Env, only []string) (*Report, error) {
 		}
 	}
 	r := &Report{Findings: []Finding{}, Ran: []string{}}
+	if e.H != nil {
+		r.Host = e.H.Root()
+	}
 	for _, c := range Checks {
 		if len(only) > 0 && !slices.Contains(only, c.ID) && (c.Group == "" || !slices.Contains(only, c.Group)) {
 			continue
