@@ -2,14 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
-	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 func newPVEBackups(g *globals) *cobra.Command {
@@ -33,33 +31,14 @@ it. After each write the oldest backups of each file beyond the last ` + fmt.Spr
 			if err != nil {
 				return err
 			}
-			list, err := pve.ListBackups(h)
+			doc, err := pve.ReportBackups(h, rootedPath(h, pve.BackupDir))
 			if err != nil {
 				return err
 			}
 			if g.json() {
-				return g.writeJSON(struct {
-					Dir     string       `json:"dir"`
-					Backups []pve.Backup `json:"backups"`
-				}{rootedPath(h, pve.BackupDir), list})
+				return g.writeJSON(doc)
 			}
-			if len(list) == 0 {
-				fmt.Fprintf(g.stdout, "No backups in %s: gpusplit has not replaced a Proxmox file here.\n", rootedPath(h, pve.BackupDir))
-				return nil
-			}
-			fmt.Fprintf(g.stdout, "%s in %s:\n\n", plural.S(len(list), "backup"), rootedPath(h, pve.BackupDir))
-			// SIZE goes first, then FILE, which the ID names too; the command wraps.
-			t := table.New(
-				table.Column{Header: "ID"},
-				table.Column{Header: "FILE", Drop: 2},
-				table.Column{Header: "REPLACED"},
-				table.Column{Header: "SIZE", Drop: 1},
-				table.Column{Header: "BY", Fit: table.Wrap},
-			)
-			for _, b := range list {
-				t.Add(b.ID, b.Path, b.Time.Local().Format("2006-01-02 15:04:05"), strconv.FormatInt(b.Size, 10), orDash(b.Command))
-			}
-			return t.Write(g.stdout, g.width())
+			return doc.WriteText(g.stdout, g.width())
 		},
 	}
 	cmd.AddCommand(newPVEBackupsRestore(g), newPVEBackupsPrune(g))
@@ -92,7 +71,7 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 			}
 			stop := err != nil || w.dryRun || doc.Diff == ""
 			if w.showsCheck(g, stop) {
-				if jerr := showRestore(g, doc, w.dryRun); jerr != nil {
+				if jerr := showRestore(g, h, doc, w.dryRun, false); jerr != nil {
 					return jerr
 				}
 			}
@@ -105,17 +84,8 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 			if doc, err = pve.RestoreBackup(h, args[0], false, command, doc); doc == nil {
 				return err
 			}
-			if g.json() {
-				if jerr := g.writeJSON(doc); jerr != nil {
-					return jerr
-				}
-				return err
-			}
-			for _, f := range doc.Files {
-				fmt.Fprintf(g.stdout, "%-13s %s\n", f.Outcome, f.Path)
-			}
-			if err == nil {
-				fmt.Fprintf(g.stdout, "restored %s; the version it replaced is in %s.\n", args[0], rootedPath(h, pve.BackupDir))
+			if jerr := showRestore(g, h, doc, false, true); jerr != nil {
+				return jerr
 			}
 			return err
 		},
@@ -124,23 +94,12 @@ func newPVEBackupsRestore(g *globals) *cobra.Command {
 	return cmd
 }
 
-// showRestore prints the check of a restore: the diff, and what would stop it.
-func showRestore(g *globals, doc *pve.RestoreReport, dryRun bool) error {
+// showRestore prints a restore's check, or what it wrote (written); or JSON.
+func showRestore(g *globals, h *host.Host, doc *pve.RestoreReport, dryRun, written bool) error {
 	if g.json() {
 		return g.writeJSON(doc)
 	}
-	switch {
-	case doc.Diff == "":
-		fmt.Fprintf(g.stdout, "the file already holds backup %s: nothing to restore.\n", doc.ID)
-	case len(doc.Problems) > 0:
-		fmt.Fprint(g.stdout, doc.Diff)
-		fmt.Fprintf(g.stdout, "nothing was written; the restore would stop:\n  %s\n", strings.Join(doc.Problems, "\n  "))
-	default:
-		fmt.Fprint(g.stdout, doc.Diff)
-		if dryRun {
-			fmt.Fprintln(g.stdout, "dry run: nothing was written; without --dry-run the backup is put back.")
-		}
-	}
+	doc.WriteText(g.stdout, dryRun, written, rootedPath(h, pve.BackupDir))
 	return nil
 }
 
@@ -164,29 +123,14 @@ func newPVEBackupsPrune(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			gone, err := pve.Prunable(h, keep)
+			doc, err := pve.CheckPrune(h, keep)
 			if err != nil {
 				return err
 			}
-			if gone == nil {
-				gone = []string{}
-			}
-			doc := struct {
-				Keep    int      `json:"keep"`
-				DryRun  bool     `json:"dry_run"`
-				Removed []string `json:"removed"`
-			}{keep, true, gone}
-			stop := w.dryRun || len(gone) == 0
+			stop := w.dryRun || len(doc.Removed) == 0
 			if w.showsCheck(g, stop) {
-				if g.json() {
-					if err := g.writeJSON(doc); err != nil {
-						return err
-					}
-				} else {
-					for _, id := range gone {
-						fmt.Fprintf(g.stdout, "remove %s\n", id)
-					}
-					fmt.Fprintf(g.stdout, "%s to remove; the last %d of each file stay in %s.\n", plural.S(len(gone), "backup"), keep, rootedPath(h, pve.BackupDir))
+				if jerr := showPrune(g, h, doc); jerr != nil {
+					return jerr
 				}
 			}
 			if stop {
@@ -195,24 +139,25 @@ func newPVEBackupsPrune(g *globals) *cobra.Command {
 			if !h.Writable() {
 				return fmt.Errorf("cannot prune in %s: %w", h.Root(), errSnapshot)
 			}
-			if err := w.proceed(g, fmt.Sprintf("Remove %s?", plural.S(len(gone), "backup"))); err != nil {
+			if err := w.proceed(g, fmt.Sprintf("Remove %s?", plural.S(len(doc.Removed), "backup"))); err != nil {
 				return err
 			}
-			if doc.Removed, err = pve.Prune(h, keep); err != nil {
+			if doc, err = pve.PruneBackups(h, keep); err != nil {
 				return err
 			}
-			if doc.Removed == nil {
-				doc.Removed = []string{}
-			}
-			doc.DryRun = false
-			if g.json() {
-				return g.writeJSON(doc)
-			}
-			fmt.Fprintf(g.stdout, "removed %s.\n", plural.S(len(doc.Removed), "backup"))
-			return nil
+			return showPrune(g, h, doc)
 		},
 	}
 	cmd.Flags().IntVar(&keep, "keep", pve.DefaultKeep, "how many backups of each file to keep")
 	w.register(cmd)
 	return cmd
+}
+
+// showPrune prints a prune's check or what it removed; or JSON.
+func showPrune(g *globals, h *host.Host, doc *pve.PruneReport) error {
+	if g.json() {
+		return g.writeJSON(doc)
+	}
+	doc.WriteText(g.stdout, rootedPath(h, pve.BackupDir))
+	return nil
 }
