@@ -58,10 +58,3 @@ func orNone(s string) string {
 	}
 	return s
 }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

@@ -13,7 +13,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/plural"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/split"
-	"github.com/gpusplit/gpusplit/internal/table"
 )
 
 func newPVE(g *globals) *cobra.Command {
@@ -49,40 +48,7 @@ func newPVEMappings(g *globals) *cobra.Command {
 			if g.json() {
 				return g.writeJSON(doc)
 			}
-			if doc.Missing {
-				fmt.Fprintf(g.stdout, "%s: no PCI mappings (%s does not exist).\n", h.Root(), pve.MappingPath)
-				return nil
-			}
-			fmt.Fprintf(g.stdout, "%s: %d PCI mappings; this node is %s.\n\n", h.Root(), doc.Mappings, doc.Node)
-			// The device's name is cut before anything else; a failed check wraps whole.
-			t := table.New(
-				table.Column{Header: "MAPPING"},
-				table.Column{Header: "NODE"},
-				table.Column{Header: "PATH"},
-				table.Column{Header: "DEVICE", Fit: table.Shorten, Min: 12},
-				table.Column{Header: "DRIVER"},
-				table.Column{Header: "NUMA"},
-				table.Column{Header: "PROXMOX CHECK", Fit: table.Wrap, Sep: "; "},
-			)
-			for _, r := range doc.Entries {
-				check, dev, drv, numa := "(other node)", "", "", ""
-				if r.Checked {
-					check = "ok"
-					if len(r.Problems) > 0 {
-						check = "FAILS: " + strings.Join(r.Problems, "; ")
-					}
-					dev, drv = orDash(r.Device), orNone(r.Driver)
-					if r.NUMANode != nil {
-						numa = fmt.Sprint(*r.NUMANode)
-					}
-				}
-				t.Add(r.Mapping, r.Node, r.Path, dev, drv, numa, check)
-			}
-			if err := t.Write(g.stdout, g.width()); err != nil {
-				return err
-			}
-			printMappingProblems(g, doc.Problems)
-			return nil
+			return doc.WriteText(g.stdout, h.Root(), g.width())
 		},
 	}
 }
@@ -249,15 +215,4 @@ func rootedPath(h interface{ Root() string }, p string) string {
 		return filepath.Join(r, p)
 	}
 	return p
-}
-
-// printMappingProblems ends pve mappings with the lines of pci.cfg left out of the list.
-func printMappingProblems(g *globals, problems []string) {
-	if len(problems) == 0 {
-		return
-	}
-	fmt.Fprintf(g.stdout, "\n%s not listed, which gpusplit pve sync refuses until fixed:\n", plural.S(len(problems), "line"))
-	for _, p := range problems {
-		fmt.Fprintf(g.stdout, "  problem: %s\n", p)
-	}
 }
