@@ -107,7 +107,7 @@ func TestHookReleaseStillBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc hookReleaseDoc
+	var doc health.ReleaseReport
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
