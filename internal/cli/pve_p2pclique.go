@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,17 +10,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
-
-// p2pCliqueDoc is pve p2p-clique -o json (docs/json.md).
-type p2pCliqueDoc struct {
-	VMID    int                 `json:"vmid"`
-	Path    string              `json:"path"`
-	Clique  int                 `json:"clique"`
-	Verdict vmlayout.P2PVerdict `json:"verdict"`
-	Diff    string              `json:"diff"`
-	Notes   []string            `json:"notes"`
-	guestWrite
-}
 
 func newPVEP2PClique(g *globals) *cobra.Command {
 	var vmid, clique int
@@ -69,48 +57,11 @@ property) from args, or with the backup. docs/vm-topology.md has the details.`,
 			if err != nil {
 				return err
 			}
-			guest, err := pve.ReadGuest(h, pve.QEMU, vmid)
+			doc, err := doctor.PlanClique(h, inv, vmid, clique, p2pFile, time.Now())
 			if err != nil {
-				return err
+				return p2pFileAdvice(err, p2pFile, vmid)
 			}
-			old := guest.String()
-			doc := p2pCliqueDoc{VMID: vmid, Path: pve.GuestPath(pve.QEMU, vmid), Clique: clique, Notes: []string{}}
-			m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
-			switch {
-			case errors.Is(err, vmlayout.ErrLaidOut):
-				// The GPUs are in vm-layout's own devices: the host's evidence still
-				// decides, from the layout's GPUs.
-				m = vmlayout.LaidOut(guest)
-				if m.P2P, err = doctor.VMHostP2P(h, inv, m, p2pFile); err != nil {
-					return p2pFileAdvice(err, p2pFile, vmid)
-				}
-				if doc.Verdict = m.Verdict(); doc.Verdict.Unsafe {
-					return vmlayout.UnsafeError{VMID: vmid, Verdict: doc.Verdict}
-				}
-				doc.Notes, err = vmlayout.SetLayoutClique(guest, clique)
-			case err != nil:
-				return err
-			default:
-				if m.P2P, err = doctor.VMHostP2P(h, inv, m, p2pFile); err != nil {
-					return p2pFileAdvice(err, p2pFile, vmid)
-				}
-				doc.Verdict = m.Verdict()
-				doc.Notes, err = vmlayout.SetClique(guest, m, clique)
-			}
-			if err != nil {
-				return err
-			}
-			if pve.Running(h, pve.QEMU, vmid) {
-				doc.Notes = append(doc.Notes, fmt.Sprintf("VM %d is running: the clique takes effect when it is stopped and started again", vmid))
-			}
-			doc.Diff = pve.Diff(doc.Path, old, guest.String())
-			return writeGuest(g, h, &w, "pve p2p-clique", pve.Edit{Path: doc.Path, Old: old, New: guest.String()}, &doc.guestWrite, &doc, func() {
-				fmt.Fprint(g.stdout, doc.Diff)
-				for _, n := range doc.Notes {
-					fmt.Fprintf(g.stdout, "# %s\n", n)
-				}
-				fmt.Fprintln(g.stdout, "# in the guest, after its next start: nvidia-smi topo -p2p r shows OK between these GPUs, and gpusplit p2p measures them")
-			})
+			return writeGuest(g, h, &w, "pve p2p-clique", doc.Edit, &doc.GuestWrite, doc, func() { doc.WriteText(g.stdout) })
 		},
 	}
 	f := cmd.Flags()

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,18 +9,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/vmlayout"
 )
-
-// vmLayoutDoc is pve vm-layout -o json (docs/json.md).
-type vmLayoutDoc struct {
-	VMID int    `json:"vmid"`
-	Path string `json:"path"`
-	// LaidOut: the VM already has gpusplit's layout, and nothing changes.
-	LaidOut bool             `json:"laid_out"`
-	Diff    string           `json:"diff"`
-	Layout  *vmlayout.Layout `json:"layout"`
-	Notes   []string         `json:"notes"`
-	guestWrite
-}
 
 func newPVEVMLayout(g *globals) *cobra.Command {
 	var vmid int
@@ -69,38 +56,17 @@ docs/vm-topology.md has the details.`,
 			if err != nil {
 				return err
 			}
-			m, err := vmlayout.Predict(h, inv.Tree, vmid, time.Now())
-			if errors.Is(err, vmlayout.ErrLaidOut) {
-				if g.json() {
-					return g.writeJSON(vmLayoutDoc{VMID: vmid, Path: pve.GuestPath(pve.QEMU, vmid), LaidOut: true, Notes: []string{}, guestWrite: guestWrite{Problems: []string{}, Files: []pve.FileResult{}}})
-				}
-				fmt.Fprintf(g.stdout, "VM %d already has gpusplit's layout: nothing to change.\n", vmid)
+			doc, err := vmlayout.PlanLayout(h, inv.Tree, vmid, time.Now())
+			switch {
+			case err != nil:
+				return err
+			case doc.LaidOut && g.json():
+				return g.writeJSON(doc)
+			case doc.LaidOut:
+				doc.WriteText(g.stdout)
 				return nil
 			}
-			if err != nil {
-				return err
-			}
-			guest, err := pve.ReadGuest(h, pve.QEMU, vmid)
-			if err != nil {
-				return err
-			}
-			old := guest.String()
-			l, err := vmlayout.Apply(guest, inv.Tree, m)
-			if err != nil {
-				return err
-			}
-			path := pve.GuestPath(pve.QEMU, vmid)
-			notes := append([]string{}, l.Notes...)
-			if pve.Running(h, pve.QEMU, vmid) {
-				notes = append(notes, fmt.Sprintf("VM %d is running: the layout takes effect when it is stopped and started again", vmid))
-			}
-			doc := vmLayoutDoc{VMID: vmid, Path: path, Diff: pve.Diff(path, old, guest.String()), Layout: l, Notes: notes}
-			return writeGuest(g, h, &w, "pve vm-layout", pve.Edit{Path: path, Old: old, New: guest.String()}, &doc.guestWrite, &doc, func() {
-				fmt.Fprint(g.stdout, doc.Diff)
-				for _, n := range notes {
-					fmt.Fprintf(g.stdout, "# %s\n", n)
-				}
-			})
+			return writeGuest(g, h, &w, "pve vm-layout", doc.Edit, &doc.GuestWrite, doc, func() { doc.WriteText(g.stdout) })
 		},
 	}
 	f := cmd.Flags()

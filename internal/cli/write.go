@@ -101,18 +101,11 @@ func (w *writeFlags) proceed(g *globals, question string) error {
 	return nil
 }
 
-// guestWrite is what the write of one guest config did, in -o json.
-type guestWrite struct {
-	Applied  bool             `json:"applied"`
-	Problems []string         `json:"problems"`
-	Files    []pve.FileResult `json:"files"`
-}
-
 // writeGuest carries one guest config edit through the contract: the check (Proxmox's
 // lock, lock:, permissions), the change shown by show (which prints the diff, or the
 // JSON document doc), the question, and the write of the edit as shown: pve.Writer
 // refuses a file that changed since it was read.
-func writeGuest(g *globals, h *host.Host, w *writeFlags, command string, edit pve.Edit, res *guestWrite, doc any, show func()) error {
+func writeGuest(g *globals, h *host.Host, w *writeFlags, command string, edit pve.Edit, res *pve.GuestWrite, doc any, show func()) error {
 	var err error
 	res.Files, res.Problems, _, err = pve.WriteGuest(h, command, false, edit)
 	stop := err != nil || w.dryRun || edit.Old == edit.New
