@@ -25,6 +25,8 @@ type runRig struct {
 	kernelErr      error
 	contextsMade   int
 	lastShownMoves int
+	// proxmox, when not nil, turns Proxmox's part of the split on or off.
+	proxmox *bool
 }
 
 func newRunRig(t *testing.T, o demo.Options) *runRig {
@@ -43,7 +45,7 @@ func (r *runRig) request(t *testing.T, dryRun bool) Request {
 			if err != nil {
 				return nil, err
 			}
-			return Load(h, Source{VFIO: []string{"numa:1"}})
+			return Load(h, Source{VFIO: []string{"numa:1"}, Proxmox: r.proxmox, Persist: r.proxmox})
 		},
 		Kernel: func(h *host.Host) (bind.Kernel, error) {
 			if r.kernelErr != nil {
