@@ -201,12 +201,7 @@ func newPersistRemove(g *globals) *cobra.Command {
 						return jerr
 					}
 				} else {
-					for _, f := range doc.Files {
-						fmt.Fprintf(g.stdout, "remove     %s\n", f.Path)
-					}
-					if len(doc.Files) == 0 {
-						fmt.Fprintln(g.stdout, "none of persist's files is installed: nothing to remove.")
-					}
+					doc.WriteRemoval(g.stdout)
 				}
 			}
 			if len(doc.Problems) > 0 {
@@ -239,25 +234,9 @@ func newPersistRemove(g *globals) *cobra.Command {
 	return cmd
 }
 
-// persistStep tells a person what persist install or remove does as it does it; JSON
-// has it all in its report, but for the warnings, which go to standard error. A system
-// command that failed is a warning: the files are in place, and it can be run by hand.
+// persistStep prints what persist install or remove does as it does it.
 func (g *globals) persistStep(h *host.Host) func(persist.Step) {
-	return func(s persist.Step) {
-		switch {
-		case s.Warnings != nil:
-			g.warn(s.Warnings)
-		case s.Command != nil && s.Command.Error != "":
-			fmt.Fprintf(g.stderr, "warning: %s: %s\n", s.Command.Command, s.Command.Error)
-		case g.json():
-		case s.Change != nil:
-			fmt.Fprintf(g.stdout, "%-10s %s\n", s.Change.Action, s.Change.Path)
-		case s.Runs != "":
-			fmt.Fprintf(g.stdout, "The unit runs %s.\n", s.Runs)
-		case s.Command != nil && !s.Command.Ran:
-			fmt.Fprintf(g.stdout, "not run under --root %s: %s\n", h.Root(), s.Command.Command)
-		}
-	}
+	return persist.StepWriter(g.stdout, g.stderr, h.Root(), g.json())
 }
 
 func printNotes(g *globals, notes []string) {

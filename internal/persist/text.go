@@ -70,3 +70,38 @@ func (bf *Boot) DescribeBinary() string {
 	}
 	return s
 }
+
+// StepWriter tells a person what install or remove does as it does it, the steps to out
+// and the warnings to errs, where they do not spoil JSON or tables: with quiet (JSON,
+// whose report has it all) the warnings alone. A system command that failed is a
+// warning: the files are in place, and it can be run by hand. root names the host.
+func StepWriter(out, errs io.Writer, root string, quiet bool) func(Step) {
+	return func(s Step) {
+		switch {
+		case s.Warnings != nil:
+			for _, w := range s.Warnings {
+				fmt.Fprintf(errs, "warning: %s\n", w)
+			}
+		case s.Command != nil && s.Command.Error != "":
+			fmt.Fprintf(errs, "warning: %s: %s\n", s.Command.Command, s.Command.Error)
+		case quiet:
+		case s.Change != nil:
+			fmt.Fprintf(out, "%-10s %s\n", s.Change.Action, s.Change.Path)
+		case s.Runs != "":
+			fmt.Fprintf(out, "The unit runs %s.\n", s.Runs)
+		case s.Command != nil && !s.Command.Ran:
+			fmt.Fprintf(out, "not run under --root %s: %s\n", root, s.Command.Command)
+		}
+	}
+}
+
+// WriteRemoval prints the check of a remove: the files that go, or that none is
+// installed.
+func (r *ChangeReport) WriteRemoval(w io.Writer) {
+	for _, f := range r.Files {
+		fmt.Fprintf(w, "remove     %s\n", f.Path)
+	}
+	if len(r.Files) == 0 {
+		fmt.Fprintln(w, "none of persist's files is installed: nothing to remove.")
+	}
+}
