@@ -68,7 +68,7 @@ func setProperty(value, key, v string) string {
 // cpuConfig is the VM's cpu option (qemu-server CPUConfig.pm, $cpu_fmt): the model,
 // its flags, and the address widths set for it.
 type cpuConfig struct {
-	Type          string          // cputype; kvm64 when the VM has no cpu option (get_default_cpu_type)
+	Type          string          // cputype; cpuOption's default when the VM has no cpu option
 	Flags         map[string]bool // flags=+a;-b: true for +, false for -
 	PhysBits      string          // "", "host" or a number
 	GuestPhysBits int             // 0: not set
@@ -87,6 +87,19 @@ func parseCPU(value string) cpuConfig {
 	}
 	c.GuestPhysBits, _ = strconv.Atoi(p["guest-phys-bits"])
 	return c
+}
+
+// cpuOption is the VM's cpu option, or for a VM without one the model qemu-server
+// starts it with (CPUConfig.pm, get_default_cpu_type): kvm64, or qemu64 for a VM with
+// kvm: 0, so that a plan for such a VM names the model it already runs.
+func cpuOption(c vmConfig) string {
+	switch {
+	case c["cpu"] != "":
+		return c["cpu"]
+	case c["kvm"] == "0":
+		return "qemu64"
+	}
+	return "kvm64"
 }
 
 // withCPU returns the cpu option value with phys-bits set and, when flag is not "",

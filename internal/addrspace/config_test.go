@@ -69,6 +69,18 @@ func TestPlanKeepsOptions(t *testing.T) {
 	}
 }
 
+// A VM without a cpu option runs qemu-server's default model, which depends on KVM:
+// the plan names that model, so that its settings change nothing but the width.
+func TestPlanDefaultModel(t *testing.T) {
+	_, _, cpu := sample(t)
+	for kvm, model := range map[string]string{"": "kvm64,", "kvm: 1\n": "kvm64,", "kvm: 0\n": "qemu64,"} {
+		r := plan(t, vm131(t, 8, "", "ovmf", strings.TrimSuffix(kvm, "\n")), gpus(t, 8), cpu)
+		if !strings.HasPrefix(r.CPU, model) {
+			t.Errorf("%q: cpu %q, want the model %s", kvm, r.CPU, strings.TrimSuffix(model, ","))
+		}
+	}
+}
+
 // DeviceOf takes a 64-bit BAR at the largest size its Resizable BAR capability
 // offers: the sample GPU's BAR1, set to 256 MiB here, counts as the 128 GiB it can be.
 func TestDeviceOfResizableBAR(t *testing.T) {
@@ -185,7 +197,7 @@ func FuzzPlan(f *testing.F) {
 			}
 		case NeedsSettings, NeedsRealloc:
 			c := parseConfig(config)
-			if r.CPU != "" && parseCPU(r.CPU).Type != parseCPU(c["cpu"]).Type {
+			if r.CPU != "" && parseCPU(r.CPU).Type != parseCPU(cpuOption(c)).Type {
 				t.Errorf("cpu %q became %q", c["cpu"], r.CPU)
 			}
 		default:

@@ -70,7 +70,7 @@ func newGuest(c vmConfig, host HostCPU) (*guest, error) {
 	machine, _, _ := strings.Cut(c["machine"], ",")
 	g.q35 = strings.Contains(machine, "q35")
 	g.ovmf = c["bios"] == "ovmf"
-	g.cpu = parseCPU(c["cpu"])
+	g.cpu = parseCPU(cpuOption(c))
 	hostModel := g.cpu.Type == "host" || g.cpu.Type == "max"
 
 	g.vendor = modelVendor(g.cpu.Type)

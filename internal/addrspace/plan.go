@@ -173,7 +173,7 @@ func (r *Result) search(c vmConfig, g *guest, devices []Device, host HostCPU) {
 		}
 		try := clone(c)
 		if bits != g.physBits || flag != "" {
-			try["cpu"] = withCPU(c["cpu"], bitsIfChanged(bits, g.physBits, fixed), flag)
+			try["cpu"] = withCPU(cpuOption(c), bitsIfChanged(bits, g.physBits, fixed), flag)
 		}
 		if !g.ovmf {
 			if tg, p, err := place(try, devices, host); err == nil && p.Fits() && p.Mem32Fits() && tg.startsQEMU() {
@@ -251,7 +251,7 @@ func (r *Result) realloc(c vmConfig, g *guest, devices []Device, host HostCPU) b
 		try := clone(c)
 		fixed := g.cpu.PhysBits == "host" || g.cpu.PhysBits == "" && (g.cpu.Type == "host" || g.cpu.Type == "max")
 		if bits != g.physBits && !fixed {
-			try["cpu"] = withCPU(c["cpu"], bits, "")
+			try["cpu"] = withCPU(cpuOption(c), bits, "")
 		} else if bits != g.physBits {
 			return false
 		}
