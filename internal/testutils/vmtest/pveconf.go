@@ -23,15 +23,17 @@ import (
 //     pflash unit 0, a fresh copy of the variables template as unit 1 (a new efidisk);
 //     Debian's OVMF (OVMFDir) in place of pve-edk2-firmware, whose files have the same
 //     names;
-//   - cpu: QemuServer/CPUConfig.pm, get_cpu_options: the model (qemu64 without KVM), its
-//     level, the flags sorted by name (get_pve_cpu_flags's for kvm64 and kvm32 included),
-//     then guest-phys-bits and phys-bits ("host": host-phys-bits=true);
+//   - cpu: QemuServer/CPUConfig.pm, get_cpu_options: the model (qemu64 without KVM; the
+//     built-in x86-64-v2…v4 as qemu64 with their flags), its level, the flags sorted by
+//     name (get_pve_cpu_flags's for kvm64 and kvm32 included), then guest-phys-bits and
+//     phys-bits ("host": host-phys-bits=true);
 //   - sockets, cores, vcpus: -smp as config_to_command writes it; memory: -m (no hotplug);
 //   - machine: q35 only, with -readconfig pve-q35-4.0.cfg's devices (pveQ35Devices), the
 //     S3/S4 globals of Machine.pm's get_power_state_flags for a machine before 9.2.1, and
 //     -machine accel=tcg (kvm: 0), smm=off (should_disable_smm), type=;
 //   - hostpciN with pcie=1: PCI.pm's get_pcie_addr_map (bus ich9-pcie-port-N+1, addr 0)
-//     and print_pcie_root_port for the ports past the four of pve-q35-4.0.cfg;
+//     and print_pcie_root_port for the ports past the four of pve-q35-4.0.cfg; a slot's
+//     functions as print_hostpci_devices puts them;
 //   - vga: std (VGA at 00:01.0, get_pcie_addr_map) or none;
 //   - args: split as PVE::Tools::split_args (shell words) and put last.
 //
@@ -43,7 +45,8 @@ type PVEVM struct {
 	Name   string
 	Config string
 	// StandIns gives each hostpciN entry the QEMU device that plays it: a model and its
-	// properties ("pci-testdev,membar=128G"), placed where qemu-server puts vfio-pci.
+	// properties ("pci-testdev,membar=128G"), placed where qemu-server puts vfio-pci; or
+	// several, separated by ";", that play the functions of a slot passed whole.
 	StandIns map[string]string
 }
 
@@ -150,8 +153,25 @@ var pveQ35Devices = []string{
 // hostpci4 to hostpci15 (i), on pcie.0 at 10.0–11.3.
 func pcieRootPort(i int) string {
 	id := i + 1
-	addr := fmt.Sprintf("%x.%d", 0x10+(i-4)/8, (i-4)%8)
-	return fmt.Sprintf("pcie-root-port,id=ich9-pcie-port-%d,addr=%s,x-speed=16,x-width=32,multifunction=on,bus=pcie.0,port=%d,chassis=%d", id, addr, id, id)
+	return fmt.Sprintf("pcie-root-port,id=ich9-pcie-port-%d,addr=%s,x-speed=16,x-width=32,multifunction=on,bus=pcie.0,port=%d,chassis=%d", id, rootPortSlot(i), id, id)
+}
+
+// rootPortSlot is where on pcie.0 the root port of hostpciN (i) with pcie=1 sits:
+// 1c.0–1c.3 from pve-q35-4.0.cfg, then 10.0–11.3 (get_pcie_addr_map).
+func rootPortSlot(i int) string {
+	if i < 4 {
+		return fmt.Sprintf("1c.%d", i)
+	}
+	return fmt.Sprintf("%x.%d", 0x10+(i-4)/8, (i-4)%8)
+}
+
+// pveBuiltinModels are qemu-server's own CPU models (CPUConfig.pm, $builtin_models):
+// QEMU's qemu64 with these flags. x86-64-v2-AES is the default for new VMs.
+var pveBuiltinModels = map[string]string{
+	"x86-64-v2":     "+popcnt;+pni;+sse4.1;+sse4.2;+ssse3",
+	"x86-64-v2-AES": "+aes;+popcnt;+pni;+sse4.1;+sse4.2;+ssse3",
+	"x86-64-v3":     "+aes;+popcnt;+pni;+sse4.1;+sse4.2;+ssse3;+avx;+avx2;+bmi1;+bmi2;+f16c;+fma;+abm;+movbe;+xsave",
+	"x86-64-v4":     "+aes;+popcnt;+pni;+sse4.1;+sse4.2;+ssse3;+avx;+avx2;+bmi1;+bmi2;+f16c;+fma;+abm;+movbe;+xsave;+avx512f;+avx512bw;+avx512cd;+avx512dq;+avx512vl",
 }
 
 // cpuOption is get_cpu_options's -cpu value for the config's cpu entry, without KVM.
@@ -174,12 +194,16 @@ func cpuOption(value string) (string, error) {
 	if model == "host" || strings.HasPrefix(model, "custom-") {
 		return "", fmt.Errorf("cpu %s needs KVM or a custom model file; the harness runs TCG (use qemu64 or another QEMU model)", model)
 	}
+	var builtin string
+	if b, ok := pveBuiltinModels[model]; ok {
+		model, builtin = "qemu64", b
+	}
 	out := model
 	if l := cpu["level"]; l != "" {
 		out += ",level=" + l
 	}
-	// get_pve_cpu_flags's flags for the kvm64 and kvm32 models, then the VM's own, which
-	// win; printed sorted by name.
+	// get_pve_cpu_flags's flags for the kvm64 and kvm32 models, a built-in model's, then
+	// the VM's own, each winning over those before; printed sorted by name.
 	flags := map[string]string{}
 	if model == "kvm64" {
 		flags["lahf_lm"] = "+"
@@ -187,8 +211,11 @@ func cpuOption(value string) (string, error) {
 	if model == "kvm64" || model == "kvm32" {
 		flags["sep"] = "+"
 	}
-	if f := cpu["flags"]; f != "" {
-		for _, fl := range strings.Split(f, ";") {
+	for _, list := range []string{builtin, cpu["flags"]} {
+		if list == "" {
+			continue
+		}
+		for _, fl := range strings.Split(list, ";") {
 			if len(fl) < 2 || (fl[0] != '+' && fl[0] != '-') {
 				return "", fmt.Errorf("cpu flag %q is not +FLAG or -FLAG", fl)
 			}
@@ -389,15 +416,27 @@ func (vm PVEVM) qemuArgs(dir string) ([]string, error) {
 		if standIn == "" {
 			return nil, fmt.Errorf("%s has no stand-in device", key)
 		}
-		model, extra, _ := strings.Cut(standIn, ",")
 		if n >= 4 {
 			args = append(args, "-device", pcieRootPort(n))
 		}
-		dev := fmt.Sprintf("%s,id=%s,bus=ich9-pcie-port-%d,addr=0x0", model, key, n+1)
-		if extra != "" {
-			dev += "," + extra
+		// Several functions, as a whole slot passed: PCI.pm's print_hostpci_devices
+		// gives each the id hostpciN.F and the address 0x0.F, the first multifunction=on.
+		fns := strings.Split(standIn, ";")
+		for f, fn := range fns {
+			model, extra, _ := strings.Cut(fn, ",")
+			id, addr := key, "0x0"
+			if len(fns) > 1 {
+				id, addr = fmt.Sprintf("%s.%d", key, f), fmt.Sprintf("0x0.%d", f)
+			}
+			dev := fmt.Sprintf("%s,id=%s,bus=ich9-pcie-port-%d,addr=%s", model, id, n+1, addr)
+			if f == 0 && len(fns) > 1 {
+				dev += ",multifunction=on"
+			}
+			if extra != "" {
+				dev += "," + extra
+			}
+			args = append(args, "-device", dev)
 		}
-		args = append(args, "-device", dev)
 	}
 	for key := range vm.StandIns {
 		if conf[key] == "" {

@@ -104,6 +104,25 @@ func TestPVECommandLine(t *testing.T) {
 	}
 }
 
+// A slot passed whole: each function its own device on the root port, hostpciN.F at
+// 0x0.F, the first multifunction=on, as PCI.pm's print_hostpci_devices writes them
+// (qemu-server's src/test/cfg2cmd/q35-linux-hostpci-multifunction.conf.cmd).
+func TestPVEMultifunction(t *testing.T) {
+	vm := PVEVM{Name: "x", Config: "kvm: 0\nmachine: q35\nvga: none\nhostpci5: mapping=gpu,pcie=1\n",
+		StandIns: map[string]string{"hostpci5": "pci-testdev,membar=128G;pci-testdev,membar=32M"}}
+	got, err := vm.qemuArgs(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(got, " ")
+	want := "-device pcie-root-port,id=ich9-pcie-port-6,addr=10.1,x-speed=16,x-width=32,multifunction=on,bus=pcie.0,port=6,chassis=6" +
+		" -device pci-testdev,id=hostpci5.0,bus=ich9-pcie-port-6,addr=0x0.0,multifunction=on,membar=128G" +
+		" -device pci-testdev,id=hostpci5.1,bus=ich9-pcie-port-6,addr=0x0.1,membar=32M "
+	if !strings.Contains(line, want) {
+		t.Errorf("%q lacks %q", line, want)
+	}
+}
+
 // qemu-server's root ports past the fourth: hostpci4 to hostpci15 at 10.0–11.3.
 func TestPCIeRootPorts(t *testing.T) {
 	for i, addr := range map[int]string{4: "10.0", 11: "10.7", 12: "11.0", 15: "11.3"} {
@@ -149,6 +168,10 @@ func TestCPUOption(t *testing.T) {
 		// as cpu-level.conf.cmd has "-hv-tlbflush,…,+md-clear,+pdpe1gb"
 		"qemu64,flags=+pdpe1gb;-hv-tlbflush;+md-clear": "qemu64,-hv-tlbflush,+md-clear,+pdpe1gb",
 		"max,phys-bits=46,flags=+aes":                  "max,+aes,phys-bits=46",
+		// the default for new VMs, a built-in model: qemu64 with its flags, the VM's
+		// own among them, all sorted by name
+		"x86-64-v2-AES,flags=+pdpe1gb,phys-bits=42": "qemu64,+aes,+pdpe1gb,+pni,+popcnt,+sse4.1,+sse4.2,+ssse3,phys-bits=42",
+		"x86-64-v2-AES,flags=-aes":                  "qemu64,-aes,+pni,+popcnt,+sse4.1,+sse4.2,+ssse3",
 	} {
 		got, err := cpuOption(in)
 		if err != nil || got != want {
