@@ -16,7 +16,7 @@ const gpuBAR = 128 << 30
 
 // gpuStandIn plays one GPU: QEMU's pci-testdev, whose membar is a 64-bit prefetchable
 // BAR 2 of any power-of-two size backed by nothing, so 128 GiB costs the host nothing.
-var gpuStandIn = fmt.Sprintf("pci-testdev,membar=%dG", gpuBAR>>30)
+var gpuStandIn = testdev(gpuBAR).qemu
 
 // eightGPUs is a VM shaped like the sample host's VM 131 given all eight GPUs by the
 // mapping (q35, hostpci0–7 with pcie=1, OVMF with a 4 MiB efidisk without enrolled keys),
