@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gpusplit/gpusplit/internal/addrspace"
+	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 )
@@ -140,8 +142,77 @@ type barBoot struct {
 	planned bool // the config has the plan's settings: every BAR must be assigned
 }
 
+// vm131Drop are the keys of the sample host's VM 131 that add devices the harness
+// does not model (disks, the NIC, the agent's and balloon's virtio devices, NUMA
+// nodes); none of them has a BAR in the 64-bit window.
+var vm131Drop = []string{"agent", "balloon", "net0", "numa", "scsi0", "scsihw"}
+
+// vm131 is the sample host's VM 131 given all eight GPUs through its mapping pro6000
+// (it has hostpci0–3; the mapping holds kpro6's eight), with Proxmox's default CPU model
+// for new VMs, x86-64-v2-AES, and so QEMU's 40 bits, in place of its cpu: host (which
+// gives it the host's 52 bits and needs no settings). tcg makes it run in the harness:
+// kvm: 0, one vCPU (sockets and cores 1, for 2 × 32), 1 GiB of memory (for 256 GiB; the
+// plan is the same, checked in barBoots), and without the devices of vm131Drop.
+func vm131(t *testing.T, tcg bool) string {
+	t.Helper()
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := h.ReadString("/etc/pve/nodes/kpro6/qemu-server/131.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := pve.ParseGuest("131.conf", pve.QEMU, 131, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := g.Get("cpu"); v != "host" {
+		t.Fatalf("the sample's VM 131 has cpu %q, not host", v)
+	}
+	g.Set("cpu", "x86-64-v2-AES")
+	for i := 4; i < 8; i++ {
+		g.Set(fmt.Sprintf("hostpci%d", i), "mapping=pro6000,pcie=1")
+	}
+	if tcg {
+		g.Set("kvm", "0")
+		g.Set("sockets", "1")
+		g.Set("cores", "1")
+		g.Set("memory", "1024")
+		for _, k := range vm131Drop {
+			if !g.Delete(k) {
+				t.Fatalf("the sample's VM 131 has no %s", k)
+			}
+		}
+	}
+	return g.String()
+}
+
+// sampleGPUs are the sample host's eight GPUs as pve sync passes them to VM 131
+// (passedDevices: the mapping's GPUs of this node, all alike, each a whole slot with its
+// HDMI function), their BARs read by addrspace.DeviceOf from the sample's sysfs.
+func sampleGPUs(t *testing.T) []addrspace.Device {
+	t.Helper()
+	h, err := samplehost.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.GPUs) != 8 {
+		t.Fatalf("the sample host has %d GPUs", len(inv.GPUs))
+	}
+	var out []addrspace.Device
+	for i, g := range inv.GPUs {
+		out = append(out, addrspace.DeviceOf(h, fmt.Sprintf("hostpci%d", i), append([]*pci.Device{g.Device}, g.Functions...)...))
+	}
+	return out
+}
+
 // barBoots are the VMs TestFirmwareAssignsLargeBARs boots: each case without and with
-// the plan's settings.
+// the plan's settings, and VM 131 with those the plan gives it.
 func barBoots(t *testing.T) []barBoot {
 	t.Helper()
 	cpu := sampleCPU(t)
@@ -169,7 +240,42 @@ func barBoots(t *testing.T) []barBoot {
 			barBoot{name: c.name + "/with", vm: with, fns: gpu, model: *r.Planned, planned: true})
 	}
 
-	return boots
+	// VM 131: the plan pve sync makes for it, from the sample host's GPUs and CPU; the
+	// same for the VM as it is and as the harness runs it.
+	gpus := sampleGPUs(t)
+	r, err := addrspace.Plan(vm131(t, true), gpus, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := addrspace.Plan(vm131(t, false), gpus, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != addrspace.NeedsSettings || full.Outcome != r.Outcome || full.CPU != r.CPU || full.Args != r.Args {
+		t.Fatalf("VM 131 plans as %s: cpu %q, args %q; with 256 GiB and its devices as %s: cpu %q, args %q",
+			r.Outcome, r.CPU, r.Args, full.Outcome, full.CPU, full.Args)
+	}
+	t.Logf("VM 131: the plan sets cpu %q, args %q:\n  %s", r.CPU, r.Args, strings.Join(r.Settings, "\n  "))
+	// Each GPU is played by its two 64-bit BARs, BAR 1 (128 GiB) and BAR 3 (32 MiB), as
+	// two functions of the slot: together they make each root port's window 128 GiB +
+	// 32 MiB, which takes 256 GiB of the firmware's window at its 128 GiB alignment, as
+	// the GPU does. Its 32-bit BAR, ROM and HDMI function, all below 4 GiB, are not played.
+	slot := []standIn{testdev(gpuBAR), testdev(32 << 20)}
+	qemu131, devices131 := standIns(8, slot)
+	vm := PVEVM{Name: "131", Config: withSettings(t, vm131(t, true), r), StandIns: qemu131}
+	played, err := addrspace.Plan(vm.Config, devices131, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asGPUs, err := addrspace.Plan(vm.Config, gpus, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if played.Outcome != addrspace.OK || asGPUs.Outcome != addrspace.OK || placement(played).Need != placement(asGPUs).Need {
+		t.Fatalf("with the plan's settings, the model places the stand-ins as %s (%d bytes of window), the GPUs as %s (%d bytes)",
+			played.Outcome, placement(played).Need, asGPUs.Outcome, placement(asGPUs).Need)
+	}
+	return append(boots, barBoot{name: "vm131/with", vm: vm, fns: slot, model: placement(played), planned: true})
 }
 
 // barScript lists every pci-testdev (1b36:0005) as the guest's sysfs shows it: its
@@ -314,7 +420,8 @@ func checkLayout(t *testing.T, g guestBARs, fns []standIn) {
 // Eight GPU-sized BARs in a VM started as qemu-server starts it: without the settings
 // some stay unassigned, as in the story, and the kernel says for each that it found no
 // space; with those the address-space plan gives, the firmware assigns all eight, read
-// from the guest's own sysfs. Under SeaBIOS and under OVMF, each boot timed.
+// from the guest's own sysfs. Under SeaBIOS and under OVMF, each boot timed; and the
+// sample host's VM 131, given its eight GPUs, with the settings pve sync writes for it.
 // Each boot is also held against the plan's model of that firmware: the guest must
 // leave as many entries unassigned as the model says (which ones, it logs where they
 // differ).
