@@ -12,6 +12,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/hfmodel"
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
+	"github.com/gpusplit/gpusplit/internal/p2p"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/split"
@@ -231,20 +232,10 @@ func fitAdvice(err error) error {
 // this is the CUDA build and a driver runs: the GPUs on nvidia. Elsewhere (the static
 // build, no driver, GPUs on vfio-pci) it is empty and the table of GPUs serves.
 var measuredMemory = func() map[pci.Address]int64 {
-	out := map[pci.Address]int64{}
 	d, err := openCUDA()
 	if err != nil {
-		return out
+		return map[pci.Address]int64{}
 	}
 	defer d.Close()
-	gpus, err := d.GPUs()
-	if err != nil {
-		return out
-	}
-	for _, gp := range gpus {
-		if a, err := pci.ParseAddress(gp.Address); err == nil && gp.Memory > 0 {
-			out[a] = gp.Memory
-		}
-	}
-	return out
+	return p2p.Memory(d)
 }
