@@ -6,11 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpusplit/gpusplit/docs"
 	"github.com/gpusplit/gpusplit/internal/doctor"
 	"github.com/gpusplit/gpusplit/internal/fit"
 	"github.com/gpusplit/gpusplit/internal/hfmodel"
-	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/p2p"
 	"github.com/gpusplit/gpusplit/internal/pci"
@@ -100,27 +98,6 @@ docs/fit.md has the formulas and their sources.`,
 	return cmd
 }
 
-// readFitSplit finds the desired state: --config from this machine, the host's own,
-// or, for the sample host that carries none, the reference split of docs/split.toml.
-// nil without any.
-func readFitSplit(g *globals, h *host.Host, config string) (*fit.Split, error) {
-	name, data, err := split.ReadConfig(h, config)
-	switch {
-	case err == nil:
-	case config == "" && g.demo && !h.Exists(plan.DefaultConfig):
-		name, data = "docs/split.toml", []byte(docs.SplitTOML)
-	case config == "" && !h.Exists(plan.DefaultConfig):
-		return nil, nil
-	default:
-		return nil, desiredErr(err)
-	}
-	file, err := plan.ParseFile(name, data)
-	if err != nil {
-		return nil, err
-	}
-	return &fit.Split{Name: name, File: file, Demo: name == "docs/split.toml"}, nil
-}
-
 func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 	switch {
 	case f.model == "":
@@ -161,15 +138,15 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 	case f.vm != 0:
 		guest = &fit.Guest{Kind: fit.VM, ID: f.vm}
 	}
-	var split *fit.Split
+	var desired *fit.Split
 	if guest != nil || f.config != "" {
-		if split, err = readFitSplit(g, h, f.config); err != nil {
-			return nil, err
+		if desired, err = split.FitSplit(h, f.config, g.demo); err != nil {
+			return nil, desiredErr(err)
 		}
 	}
 	devices := g.devices
-	if devices == "" && split != nil {
-		devices = split.File.Devices
+	if devices == "" && desired != nil {
+		devices = desired.File.Devices
 	}
 	sels, err := parseSelectors(h, devices)
 	if err != nil {
@@ -185,7 +162,7 @@ func runFit(g *globals, f *fitFlags) (*fit.Report, error) {
 		Root: h.Root(), Model: m, Inventory: inv, Engine: engine, KV: kv,
 		MemoryFraction: f.fraction, KVBytesPerToken: f.kvPerToken,
 		Context: f.context, Concurrency: f.concurrency, ContextSet: f.contextSet, ConcurrencySet: f.concurrentSet,
-		GPUMemory: memOverride, NoP2P: f.noP2P, Guest: guest, Split: split,
+		GPUMemory: memOverride, NoP2P: f.noP2P, Guest: guest, Split: desired,
 		P2PChecks: doctor.P2PChecks,
 		P2PAgainst: func() ([]string, error) {
 			_, reasons, err := doctor.P2PAdvice(h, inv, doctor.P2PChecks...)

@@ -1,0 +1,34 @@
+package split
+
+import (
+	"github.com/gpusplit/gpusplit/docs"
+	"github.com/gpusplit/gpusplit/internal/fit"
+	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/plan"
+)
+
+// DemoConfig names the reference split that stands in for the sample host's desired
+// state file, which it does not carry.
+const DemoConfig = "docs/split.toml"
+
+// FitSplit is the desired state that fit works out a guest's GPUs after: config from
+// this machine, else the host's own; for the demo's sample host (demo), which carries
+// none, the reference split of docs/split.toml. nil, without an error, when there is
+// none.
+func FitSplit(h *host.Host, config string, demo bool) (*fit.Split, error) {
+	name, data, err := ReadConfig(h, config)
+	switch {
+	case err == nil:
+	case config == "" && demo && !h.Exists(plan.DefaultConfig):
+		name, data = DemoConfig, []byte(docs.SplitTOML)
+	case config == "" && !h.Exists(plan.DefaultConfig):
+		return nil, nil
+	default:
+		return nil, err
+	}
+	file, err := plan.ParseFile(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return &fit.Split{Name: name, File: file, Demo: name == DemoConfig}, nil
+}
