@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -90,26 +89,8 @@ func toText(to string) string { return plan.TargetText(to) }
 // planModelJSON is a group's model fit in plan -o json and pve sync -o json.
 type planModelJSON = fit.GroupModel
 
-// splitModels works out, for each group of the desired state file that names a model,
-// whether the model fits on the GPUs the group holds once the split is done (nothing
-// for --vfio, which names no model). The model's path is on this machine; a relative
-// one is relative to the file's directory.
-func splitModels(pl *split.Planned) []planModelJSON {
-	if pl.File == nil {
-		return nil
-	}
-	dir := ""
-	if pl.Source.Config != "" {
-		dir = filepath.Dir(pl.Source.Config)
-	}
-	models := fit.GroupModels(pl.File, pl.Inv, pl.Plan, dir, measuredMemory)
-	for i, m := range models {
-		if m.Err != nil {
-			models[i].Error = fitAdvice(m.Err).Error()
-		}
-	}
-	return models
-}
+// splitModels is whether each model the split's groups name fits (Planned.Models).
+func splitModels(pl *split.Planned) []planModelJSON { return pl.Models(measuredMemory, fitAdvice) }
 
 // writeSplitModels prints splitModels' result after a plan.
 func writeSplitModels(w io.Writer, models []planModelJSON) { fit.WriteGroupModels(w, models) }

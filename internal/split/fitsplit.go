@@ -1,9 +1,12 @@
 package split
 
 import (
+	"path/filepath"
+
 	"github.com/gpusplit/gpusplit/docs"
 	"github.com/gpusplit/gpusplit/internal/fit"
 	"github.com/gpusplit/gpusplit/internal/host"
+	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 )
 
@@ -31,4 +34,26 @@ func FitSplit(h *host.Host, config string, demo bool) (*fit.Split, error) {
 		return nil, err
 	}
 	return &fit.Split{Name: name, File: file, Demo: name == DemoConfig}, nil
+}
+
+// Models works out, for each group of the desired state file that names a model,
+// whether the model fits on the GPUs the group holds once the split is done (nothing
+// for --vfio, which names no model); measured is the GPUs' memory as the driver reports
+// it. The model's path is on this machine, a relative one relative to the file's
+// directory. A model's error is worded by advice in its entry.
+func (pl *Planned) Models(measured func() map[pci.Address]int64, advice func(error) error) []fit.GroupModel {
+	if pl.File == nil {
+		return nil
+	}
+	dir := ""
+	if pl.Source.Config != "" {
+		dir = filepath.Dir(pl.Source.Config)
+	}
+	models := fit.GroupModels(pl.File, pl.Inv, pl.Plan, dir, measured)
+	for i, m := range models {
+		if m.Err != nil {
+			models[i].Error = advice(m.Err).Error()
+		}
+	}
+	return models
 }

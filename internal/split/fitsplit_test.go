@@ -2,9 +2,14 @@ package split
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/gpusplit/gpusplit/docs"
+	"github.com/gpusplit/gpusplit/internal/pci"
 
 	"github.com/gpusplit/gpusplit/internal/plan"
 )
@@ -42,5 +47,44 @@ func TestFitSplit(t *testing.T) {
 	}
 	if _, err = FitSplit(h, writeConfig(t, "[[group]]\nnope = 1\n"), false); err == nil {
 		t.Error("a file that does not parse is read")
+	}
+}
+
+// The reference split's model, named relative to the file's directory, is worked out on
+// the GPUs its group keeps; a model that cannot be read is worded by the caller's
+// advice in its entry; a --vfio split names no model.
+func TestModels(t *testing.T) {
+	_, h := openSample(t)
+	model, err := filepath.Abs("../../testdata/models/qwen3.5-397b-a17b-nvfp4-like")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(model, filepath.Join(dir, "m")); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(docs.SplitTOML, `model = "/tank/models/Qwen3.5-397B-A17B-NVFP4"`, `model = "m"`, 1)
+	config := filepath.Join(dir, "split.toml")
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	measured := func() map[pci.Address]int64 { return nil }
+	advice := func(err error) error { return fmt.Errorf("%w; advice", err) }
+	pl, err := Load(h, Source{Config: config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := pl.Models(measured, advice)
+	if len(ms) != 1 || ms[0].Group != "inference" || ms[0].Verdict != "does not fit" || len(ms[0].GPUs) != 4 || ms[0].Error != "" {
+		t.Fatalf("the reference model: %+v", ms)
+	}
+	if err := os.Remove(filepath.Join(dir, "m")); err != nil {
+		t.Fatal(err)
+	}
+	if ms = pl.Models(measured, advice); len(ms) != 1 || ms[0].Err == nil || ms[0].Error != ms[0].Err.Error()+"; advice" {
+		t.Errorf("a model that cannot be read: %+v", ms)
+	}
+	if pl, err = Load(h, Source{VFIO: []string{"numa:1"}}); err != nil || pl.Models(measured, advice) != nil {
+		t.Errorf("--vfio: %v", err)
 	}
 }
