@@ -136,6 +136,10 @@ type Device struct {
 	// nvidia/current_vgpu_type VGPUType.
 	VGPUTypes string
 	VGPUType  int
+	// AER gives the device the Advanced Error Reporting capability's counters, as the
+	// kernel shows them for one that has it: aer_dev_correctable, aer_dev_fatal and
+	// aer_dev_nonfatal, every error named as Debian 12's kernel names it, each count 0.
+	AER bool
 }
 
 // BAR is a base address register as the kernel placed it; Start 0 leaves it unassigned.
@@ -428,6 +432,11 @@ func (b *builder) device(parentDir string, domain uint32, bus uint8, numa int, d
 		t.file(dir+"/current_link_width", fmt.Sprintf("%d\n", d.Width))
 		t.file(dir+"/max_link_speed", maxSpeed+"\n")
 		t.file(dir+"/max_link_width", fmt.Sprintf("%d\n", maxWidth))
+	}
+	if d.AER {
+		t.file(dir+"/aer_dev_correctable", aerCounts(aerCorrectable, "TOTAL_ERR_COR"))
+		t.file(dir+"/aer_dev_fatal", aerCounts(aerUncorrectable, "TOTAL_ERR_FATAL"))
+		t.file(dir+"/aer_dev_nonfatal", aerCounts(aerUncorrectable, "TOTAL_ERR_NONFATAL"))
 	}
 	switch reset := d.ResetMethod; {
 	case reset == NoReset:
@@ -791,4 +800,22 @@ func (m Machine) Open(dir string) (*host.Host, error) {
 		return nil, err
 	}
 	return host.Open(dir)
+}
+
+// The errors the kernel counts per device (drivers/pci/pcie/aer.c,
+// aer_correctable_error_string and aer_uncorrectable_error_string), in the order its
+// aer_dev_* files list them: those of Debian 12's kernel, as the QEMU tests' guests
+// show them (testdata/vm).
+var (
+	aerCorrectable   = []string{"RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF"}
+	aerUncorrectable = []string{"Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP", "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr", "PoisonTLPBlocked", "DMWrReqBlocked", "IDECheck", "MisIDETLP", "PCRC_CHECK", "TLPXlatBlocked"}
+)
+
+// aerCounts is an aer_dev_* file with no error counted.
+func aerCounts(names []string, total string) string {
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n + " 0\n")
+	}
+	return b.String() + total + " 0\n"
 }

@@ -73,6 +73,7 @@ type model struct {
 	pm                   bool   // has the power management capability
 	acs                  bool   // has ACS (which the kernel's grouping looks for)
 	reset                string // reset methods besides bus: "flr", "pm" or ""
+	aer                  bool   // has the Advanced Error Reporting capability
 	bars                 []fakehost.BAR
 	multifunction        bool // header type's multi-function bit, for built-in functions
 	reserved             []string
@@ -90,7 +91,7 @@ var models = map[string]model{
 	"pcie-root-port": {
 		vendor: redHat, device: 0x000c, subVendor: redHat, subDevice: 0x0000, class: 0x060400,
 		kind: kindRootPort, driver: "pcieport", maxSpeed: gen4, maxWidth: 32,
-		acs: true, bars: []fakehost.BAR{bar(0, 0x1000, fakehost.Mem32)},
+		acs: true, aer: true, bars: []fakehost.BAR{bar(0, 0x1000, fakehost.Mem32)},
 	},
 	// pxb-pcie: the PCI expander bridge's own function on bus 0; the root bus it opens
 	// is a host bridge of its own.
@@ -102,16 +103,16 @@ var models = map[string]model{
 	// whose Link Capabilities are empty.
 	"x3130-upstream": {
 		vendor: ti, device: 0x8232, class: 0x060400, rev: 0x02, kind: kindUpstream, driver: "pcieport",
-		speed: gen1, width: 1, reset: "flr",
+		speed: gen1, width: 1, reset: "flr", aer: true,
 	},
 	"xio3130-downstream": {
 		vendor: ti, device: 0x8233, class: 0x060400, rev: 0x01, kind: kindDownstream, driver: "pcieport",
-		speed: gen1, width: 1, maxSpeed: "Unknown", maxWidth: fakehost.NoWidth, reset: "flr",
+		speed: gen1, width: 1, maxSpeed: "Unknown", maxWidth: fakehost.NoWidth, reset: "flr", aer: true,
 	},
 	// The 82574L NIC that plays the GPU, on the e1000e driver.
 	"e1000e": {
 		vendor: intel, device: 0x10d3, subVendor: intel, subDevice: 0x0000, class: 0x020000,
-		kind: kindEndpoint, driver: "e1000e", speed: gen1, width: 1, pm: true, reset: "pm",
+		kind: kindEndpoint, driver: "e1000e", speed: gen1, width: 1, pm: true, reset: "pm", aer: true,
 		bars: []fakehost.BAR{
 			bar(0, 0x20000, fakehost.Mem32), bar(1, 0x20000, fakehost.Mem32),
 			bar(2, 0x20, fakehost.IOPort), bar(3, 0x4000, fakehost.Mem32),
@@ -574,6 +575,7 @@ func devices(b *bus, machineType string) []fakehost.Device {
 			Class: m.class, Rev: m.rev, Driver: m.driver, Group: fakehost.NoGroup,
 			MaxSpeed: m.maxSpeed, MaxWidth: m.maxWidth,
 			BARs: slices.Clone(m.bars), Multifunction: m.multifunction, NoPM: !m.pm, Reserved: m.reserved,
+			AER: m.aer && machineType != "pc", // the capability is in extended config space
 		}
 		d.Speed, d.Width = f.currentLink()
 		if f.hasGroup {
