@@ -224,7 +224,7 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 		byAddr[inv.GPUs[i].Address] = &inv.GPUs[i]
 	}
 	if len(gpus) == 0 {
-		return nil, fmt.Errorf("no GPUs on %s: nothing to split (use --devices to choose which devices count as GPUs)", inv.Root)
+		return nil, &NoGPUsError{Root: inv.Root}
 	}
 
 	// Which target each GPU belongs to.
@@ -437,3 +437,9 @@ func (p *Plan) GPUDrivers() map[pci.Address]string {
 	}
 	return out
 }
+
+// NoGPUsError is a split of a host where no device counts as a GPU: which devices do is
+// the caller's to choose (inventory's selectors).
+type NoGPUsError struct{ Root string }
+
+func (e *NoGPUsError) Error() string { return "no GPUs on " + e.Root + ": nothing to split" }
