@@ -13,6 +13,7 @@ const (
 )
 
 // NotLiveError refuses to change drivers under a root that is not a running kernel's.
+// How to reach the host itself, or to look without changing, is the caller's to word.
 type NotLiveError struct {
 	Root string
 	Why  string
@@ -20,8 +21,7 @@ type NotLiveError struct {
 
 func (e *NotLiveError) Error() string {
 	return fmt.Sprintf("%s is not a running kernel (%s); drivers move only through the kernel's own /sys, "+
-		"so apply and rollback run on the host itself (no --root, or --root /); --dry-run shows here what they would do, "+
-		"and pve and persist edit the files of a copy", e.Root, e.Why)
+		"so apply and rollback run on the host itself", e.Root, e.Why)
 }
 
 // Live returns the kernel behind h, or a NotLiveError when h is a snapshot archive or

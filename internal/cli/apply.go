@@ -194,7 +194,12 @@ var openKernel = func(h *host.Host) (bind.Kernel, error) {
 		}
 		return k, nil
 	}
-	return bind.Live(h)
+	k, err := bind.Live(h)
+	var notLive *bind.NotLiveError
+	if errors.As(err, &notLive) {
+		return nil, fmt.Errorf("%w (no --root, or --root /); --dry-run shows here what they would do, and pve and persist edit the files of a copy", err)
+	}
+	return k, err
 }
 
 var errSnapshot = errors.New("it is a snapshot, which cannot be changed; run on the host itself")
