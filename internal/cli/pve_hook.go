@@ -12,9 +12,6 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pve"
 )
 
-// hookSnippet is the name of gpusplit's shared snippet; a guest's own is hookSnippet-ID.
-const hookSnippet = pve.HookSnippet
-
 func newPVEHook(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hook",

@@ -156,7 +156,7 @@ func Page(c *cobra.Command, m Meta) string {
 		writeAllFiles(&b, c)
 	} else {
 		b.WriteString("Paths are as the host sees them: under \\-\\-root when it names a directory or snapshot.\n")
-		for _, f := range cli.Files(c) {
+		for _, f := range Files(c) {
 			fmt.Fprintf(&b, ".TP\n.I %s\n%s\n", quote(f.Path), esc(f.Use))
 		}
 	}
@@ -227,7 +227,7 @@ func writeAllFiles(b *strings.Builder, root *cobra.Command) {
 		if c.HasAvailableSubCommands() && !c.Runnable() {
 			continue // its subcommands say it
 		}
-		for _, f := range cli.Files(c) {
+		for _, f := range Files(c) {
 			if _, ok := users[f.Path]; !ok {
 				paths = append(paths, f.Path)
 			}

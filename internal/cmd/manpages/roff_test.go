@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/cli"
 	"github.com/gpusplit/gpusplit/internal/persist"
@@ -140,5 +142,46 @@ func TestWrite(t *testing.T) {
 	t.Setenv("SOURCE_DATE_EPOCH", "yesterday")
 	if _, err := write(dir, "9.9", ""); err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
 		t.Errorf("a bad SOURCE_DATE_EPOCH: %v", err)
+	}
+}
+
+// commandsOf walks the tree as the pages do: every command but help topics and cobra's
+// help and completion.
+func commandsOf(root *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{root}
+	for _, c := range root.Commands() {
+		if c.IsAdditionalHelpTopicCommand() || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		out = append(out, commandsOf(c)...)
+	}
+	return out
+}
+
+// Every command has its files in files.go, each with a sentence, and files.go names no
+// command that is gone: a command added without them fails here, not in a man page
+// that silently says nothing.
+func TestFilesCoverEveryCommand(t *testing.T) {
+	paths := map[string]bool{}
+	for _, c := range commandsOf(cli.New(io.Discard, io.Discard)) {
+		p := c.CommandPath()
+		paths[p] = true
+		if _, ok := commandFiles()[p]; !c.HasSubCommands() && !ok {
+			t.Errorf("%s has no files in files.go's commandFiles: say what it reads and writes", p)
+		}
+		fs := Files(c)
+		if len(fs) == 0 && c.HasParent() {
+			t.Errorf("%s: no files", p)
+		}
+		for _, f := range fs {
+			if f.Path == "" || !strings.HasSuffix(f.Use, ".") || len(f.Use) < 10 {
+				t.Errorf("%s: file %q: %q is not a sentence saying what the command does with it", p, f.Path, f.Use)
+			}
+		}
+	}
+	for p := range commandFiles() {
+		if !paths[p] {
+			t.Errorf("files.go has files for %q, which is no command", p)
+		}
 	}
 }
