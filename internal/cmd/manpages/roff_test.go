@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
 	"github.com/gpusplit/gpusplit/internal/bind"
 	"github.com/gpusplit/gpusplit/internal/cli"
 	"github.com/gpusplit/gpusplit/internal/persist"
@@ -145,25 +143,12 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-// commandsOf walks the tree as the pages do: every command but help topics and cobra's
-// help and completion.
-func commandsOf(root *cobra.Command) []*cobra.Command {
-	out := []*cobra.Command{root}
-	for _, c := range root.Commands() {
-		if c.IsAdditionalHelpTopicCommand() || c.Name() == "help" || c.Name() == "completion" {
-			continue
-		}
-		out = append(out, commandsOf(c)...)
-	}
-	return out
-}
-
-// Every command has its files in files.go, each with a sentence, and files.go names no
+// Every command with a page has its files in files.go, each with a sentence, and files.go names no
 // command that is gone: a command added without them fails here, not in a man page
 // that silently says nothing.
 func TestFilesCoverEveryCommand(t *testing.T) {
 	paths := map[string]bool{}
-	for _, c := range commandsOf(cli.New(io.Discard, io.Discard)) {
+	for _, c := range Commands(cli.New(io.Discard, io.Discard)) {
 		p := c.CommandPath()
 		paths[p] = true
 		if _, ok := commandFiles()[p]; !c.HasSubCommands() && !ok {
