@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpusplit/gpusplit/internal/inventory"
-	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
@@ -14,27 +12,11 @@ import (
 // that hold them (a running one, a stopped one through a mapping) and the way out; a
 // GPU that can have VFs and has none enabled moves.
 func TestApplyRefusesEnabledVFs(t *testing.T) {
-	h, err := fakehost.SRIOVHost().Open(t.TempDir())
-	if err != nil {
+	root := t.TempDir()
+	if _, err := fakehost.SRIOVHost().Open(root); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := inventory.Build(h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	choices, err := plan.ParseChoices([]string{"numa:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := plan.ForVFIO(choices)
-	p, err := plan.Make(inv, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Make(h, inv, p, d, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := change(t, root, false, false, Options{})
 	stops := strings.Join(stopsOf(c, "drivers"), "\n")
 	for _, want := range []string{
 		"in use: 0000:81:00.0;",
@@ -48,7 +30,7 @@ func TestApplyRefusesEnabledVFs(t *testing.T) {
 		t.Errorf("the GPU without VFs enabled is refused:\n%s", stops)
 	}
 	var held []string
-	for _, m := range p.Moves {
+	for _, m := range c.Drivers.Moves {
 		for _, hd := range m.Holders {
 			held = append(held, m.Device.String()+": "+hd.String())
 		}
