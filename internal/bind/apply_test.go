@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -697,57 +698,58 @@ func TestRollbackRefusesUntrustedJournal(t *testing.T) {
 		name   string
 		tamper func(t *testing.T, j *Journal, dir string, f *fakeKernel)
 		want   []string // in the error
-		final  bool     // refused even with --force
+		final  bool     // refused even when forced
+		way    Way      // a problem's way out, NoWay for none to check
 	}{
 		{"another host", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			writeFiles(t, dir, map[string]string{"proc/sys/kernel/hostname": "pve2\n", "etc/machine-id": "0123456789abcdef0123456789abcdef\n"})
-		}, []string{`host name: the journal has "kpro6", the host "pve2"`, "machine id: the journal has 5f1c2d3e4a5b6c7d8e9f0a1b2c3d4e5f, the host 0123456789abcdef0123456789abcdef", "--force"}, false},
+		}, []string{`host name: the journal has "kpro6", the host "pve2"`, "machine id: the journal has 5f1c2d3e4a5b6c7d8e9f0a1b2c3d4e5f, the host 0123456789abcdef0123456789abcdef"}, false, ForceIfRenamed},
 		{"another boot", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			writeFiles(t, dir, map[string]string{"proc/sys/kernel/random/boot_id": "77e0d1c2-0000-4000-8000-000000000001\n"})
-		}, []string{"boot id: the journal has 0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10, the host 77e0d1c2-0000-4000-8000-000000000001", "rebooted", "gpusplit apply"}, false},
+		}, []string{"boot id: the journal has 0b2f6c1e-5d7a-4c43-9f1e-2a8d3b6e7c10, the host 77e0d1c2-0000-4000-8000-000000000001", "rebooted", "gpusplit apply"}, false, NoWay},
 		{"another card", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			deviceFiles(t, dir, mustAddr("0000:91:00.0"), "0x10de", "0x2684", "0x030000")
-		}, []string{"0000:91:00.0 vendor:device: the journal has 10de:2bb1, the host 10de:2684", "--force sets aside only"}, true},
+		}, []string{"0000:91:00.0 vendor:device: the journal has 10de:2bb1, the host 10de:2684"}, true, NoWay},
 		{"another class", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			deviceFiles(t, dir, mustAddr("0000:91:00.1"), "0x10de", "0x22e8", "0x0c0330")
-		}, []string{"0000:91:00.1 class: the journal has 0x040300, the host 0x0c0330"}, true},
+		}, []string{"0000:91:00.1 class: the journal has 0x040300, the host 0x0c0330"}, true, NoWay},
 		{"a device gone", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			delete(f.devs, mustAddr("0000:f1:00.1"))
-		}, []string{"0000:f1:00.1 device: the journal has present, the host absent"}, false},
+		}, []string{"0000:f1:00.1 device: the journal has present, the host absent"}, false, ForceTheOthers},
 		{"older journal", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			j.Format, j.Identity = 0, Identity{}
 			for i := range j.Devices {
 				j.Devices[i].ID, j.Devices[i].Class = "", ""
 			}
-		}, []string{"format: the journal has none", "predates the identity fields"}, false},
+		}, []string{"format: the journal has none", "predates the identity fields"}, false, ForceIfNotRebooted},
 		{"a disk controller bound to vfio-pci", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			f.devs[nvme].driver = plan.VFIO
 			j.Devices = append(j.Devices, Prior{Device: nvme, ID: "144d:a80a", Class: "0x010802", Driver: "nvme", IOMMUGroup: 5, GPU: mustAddr("0000:81:00.0")})
-		}, []string{"0000:01:00.0 role: the journal has moved with GPU 0000:81:00.0, the host not a GPU", "--devices"}, true},
+		}, []string{"0000:01:00.0 role: the journal has moved with GPU 0000:81:00.0, the host not a GPU"}, true, SameDevices},
 		{"a NIC listed with a GPU's ids", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			// The journal of the right host and boot, naming the host's NIC as a
 			// GPU's function, with the GPU's ids: forced, it would go to vfio-pci.
 			f.add("0000:02:00.0", "ixgbe", 6)
 			deviceFiles(t, dir, mustAddr("0000:02:00.0"), "0x8086", "0x10fb", "0x020000")
 			j.Devices = append(j.Devices, Prior{Device: mustAddr("0000:02:00.0"), ID: "10de:22e8", Class: "0x040300", Driver: plan.VFIO, IOMMUGroup: 6, GPU: mustAddr("0000:81:00.0")})
-		}, []string{"0000:02:00.0 vendor:device: the journal has 10de:22e8, the host 8086:10fb", "0000:02:00.0 role:", "--force sets aside only"}, true},
+		}, []string{"0000:02:00.0 vendor:device: the journal has 10de:22e8, the host 8086:10fb", "0000:02:00.0 role:"}, true, SameDevices},
 		{"the boot disk unbound", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			j.Devices = append(j.Devices, Prior{Device: nvme, ID: "144d:a80a", Class: "0x010802", Driver: "", IOMMUGroup: 5, GPU: mustAddr("0000:81:00.0")})
-		}, []string{"0000:01:00.0 role:", "without a driver", "--force sets aside only"}, true},
+		}, []string{"0000:01:00.0 role:", "without a driver"}, true, SameDevices},
 		{"a driver that climbs", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			j.Devices[0].Driver = "../../x"
-		}, []string{`0000:81:00.0 driver: the journal has "../../x", the host on vfio-pci`, "'/'"}, true},
+		}, []string{`0000:81:00.0 driver: the journal has "../../x", the host on vfio-pci`, "'/'"}, true, NoWay},
 		{"a driver with a newline", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			j.Devices[2].Driver = "nvidia\n"
-		}, []string{`0000:91:00.0 driver: the journal has "nvidia\n"`, "white space"}, true},
+		}, []string{`0000:91:00.0 driver: the journal has "nvidia\n"`, "white space"}, true, NoWay},
 		{"an override with a newline", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			j.Devices[3].Override = "vfio-pci\nnvidia"
-		}, []string{`0000:91:00.1 driver_override: the journal has "vfio-pci\nnvidia"`}, true},
+		}, []string{`0000:91:00.1 driver_override: the journal has "vfio-pci\nnvidia"`}, true, NoWay},
 		{"a device twice", func(t *testing.T, j *Journal, dir string, f *fakeKernel) {
 			d := j.Devices[0]
 			d.Driver = "nouveau"
 			j.Devices = append(j.Devices, d)
-		}, []string{"0000:81:00.0 entry: the journal has two entries"}, true},
+		}, []string{"0000:81:00.0 entry: the journal has two entries"}, true, NoWay},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, force := range []bool{false, true} {
@@ -765,15 +767,22 @@ func TestRollbackRefusesUntrustedJournal(t *testing.T) {
 					if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "nothing was changed") {
 						t.Fatalf("force %v: got %v, want a refusal", force, err)
 					}
-					// The message is two lines; each field and why are its details (-v).
-					if strings.Count(err.Error(), "\n") > 1 {
-						t.Errorf("force %v: the refusal runs past two lines:\n%v", force, err)
+					// The message is one line; each field and why are its problems,
+					// and the command line words the ways out.
+					if strings.Contains(err.Error(), "\n") {
+						t.Errorf("force %v: the refusal runs past a line:\n%v", force, err)
 					}
-					full := err.Error() + "\n" + strings.Join(ue.Details(), "\n")
+					if ue.Forcible() != (!force && !c.final) {
+						t.Errorf("force %v: forcible %v, want %v", force, ue.Forcible(), !force && !c.final)
+					}
+					full := err.Error() + "\n" + problemsText(ue)
 					for _, w := range c.want {
 						if !strings.Contains(full, w) {
 							t.Errorf("force %v: the refusal does not say %q:\n%v", force, w, full)
 						}
+					}
+					if c.way != NoWay && !slices.ContainsFunc(ue.Problems, func(p Problem) bool { return p.Way == c.way }) {
+						t.Errorf("force %v: no problem has the way out %d: %+v", force, c.way, ue.Problems)
 					}
 					if len(f.writes) != 0 || len(res.Restored) != 0 {
 						t.Errorf("force %v: a refused rollback wrote %v", force, f.writes)
@@ -841,7 +850,7 @@ func TestReadOldJournal(t *testing.T) {
 	f := newFake()
 	f.add("0000:81:00.0", "vfio-pci", 72)
 	_, err = CheckJournal(h, f, j, Scope{Movable: map[pci.Address]bool{mustAddr("0000:81:00.0"): true}})
-	if ue, ok := err.(*UntrustedError); !ok || !strings.Contains(strings.Join(ue.Details(), "\n"), "predates the identity fields") {
+	if ue, ok := err.(*UntrustedError); !ok || !strings.Contains(problemsText(ue), "predates the identity fields") {
 		t.Errorf("old journal: %v", err)
 	}
 }
@@ -965,4 +974,13 @@ func TestApplyJournalWhereAsked(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, HookJournalDir)); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the hooks' directory: %v %v", fi, err)
 	}
+}
+
+// problemsText is each problem of a refused journal, a line each.
+func problemsText(e *UntrustedError) string {
+	var b strings.Builder
+	for _, p := range e.Problems {
+		b.WriteString(p.String() + "\n")
+	}
+	return b.String()
 }

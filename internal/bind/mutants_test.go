@@ -49,7 +49,7 @@ func TestRollbackRefusesMissingMachineID(t *testing.T) {
 			c.tamper(t, j, dir)
 			_, err := Rollback(context.Background(), lockOf(t, h), f, j, scopeOf(p), nil, fast)
 			var ue *UntrustedError
-			if !errors.As(err, &ue) || !strings.Contains(strings.Join(ue.Details(), "\n"), c.want) {
+			if !errors.As(err, &ue) || !strings.Contains(problemsText(ue), c.want) {
 				t.Fatalf("got %v, want a refusal saying %q", err, c.want)
 			}
 			if len(f.writes) != 0 {

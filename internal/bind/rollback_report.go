@@ -37,13 +37,11 @@ type RollbackDevice struct {
 }
 
 // NewRollbackReport is the report of rolling back todo, the devices of journal j of the
-// host root that are not back (NotBack), with the problems --force set aside.
-func NewRollbackReport(root string, j *Journal, k Kernel, todo []Prior, forced []Problem, dryRun bool) *RollbackReport {
+// host root that are not back (NotBack), with the problems forcing set aside, as the
+// command line words them.
+func NewRollbackReport(root string, j *Journal, k Kernel, todo []Prior, forced []string, dryRun bool) *RollbackReport {
 	doc := &RollbackReport{Host: root, Applied: &j.Time, DryRun: dryRun, Journal: len(j.Devices), Devices: []RollbackDevice{},
-		Forced: []string{}, Problems: []string{}, Restored: []string{}}
-	for _, p := range forced {
-		doc.Forced = append(doc.Forced, p.String())
-	}
+		Forced: append([]string{}, forced...), Problems: []string{}, Restored: []string{}}
 	for _, d := range todo {
 		drv, derr := k.Driver(d.Device)
 		ov, oerr := k.Override(d.Device)

@@ -13,7 +13,7 @@ func TestRollbackReport(t *testing.T) {
 	gone := k.add("0000:91:00.0", "vfio-pci", 2)
 	delete(k.devs, gone)
 	j := &Journal{Time: time.Unix(0, 0), Devices: []Prior{{Device: a, Driver: "nvidia"}, {Device: gone, Driver: "bad\nname"}, {Device: a}}}
-	r := NewRollbackReport("/", j, k, j.Devices[:2], []Problem{}, true)
+	r := NewRollbackReport("/", j, k, j.Devices[:2], nil, true)
 	if r.Journal != 3 || len(r.Devices) != 2 || r.Devices[0].Unreadable != "" || r.Devices[1].Unreadable == "" || r.Forced == nil || r.Problems == nil || r.Restored == nil {
 		t.Fatalf("%+v", r)
 	}

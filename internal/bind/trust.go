@@ -15,7 +15,7 @@ import (
 // refusals that can be overridden.
 type Scope struct {
 	// Movable are the devices apply moves, as the host shows them now: the GPUs (as
-	// --devices selects them), their companion functions and the other endpoints of
+	// the selectors choose them), their companion functions and the other endpoints of
 	// their IOMMU groups.
 	Movable map[pci.Address]bool
 	// Force sets aside what says when and where the journal was written: another host
@@ -35,9 +35,28 @@ type Problem struct {
 	Field   string
 	Journal string
 	Host    string
-	Why     string // what it means, and what to do
-	Final   bool   // --force does not override it
+	Why     string // what it means, and what to do besides the command's options
+	Final   bool   // forcing does not set it aside
+	Way     Way    // what the command's options can do about it
 }
+
+// Way is what the rollback's own options can do about a problem. It is a reason, not
+// words: the command line words it with its flags.
+type Way int
+
+const (
+	NoWay Way = iota
+	// ForceIfNotRebooted: forcing rolls back, right if the host has not rebooted
+	// since the apply (a journal that predates the boot id cannot tell).
+	ForceIfNotRebooted
+	// ForceIfRenamed: forcing rolls back, right if the host was only renamed.
+	ForceIfRenamed
+	// ForceTheOthers: forcing rolls back the journal's other devices.
+	ForceTheOthers
+	// SameDevices: the device may be a GPU under the choice of GPUs the apply had;
+	// the rollback is to be given the same.
+	SameDevices
+)
 
 func (p Problem) String() string {
 	return fmt.Sprintf("%s: the journal has %s, the host %s: %s", p.subject(), p.Journal, p.Host, p.Why)
@@ -52,49 +71,34 @@ func (p Problem) subject() string {
 }
 
 // UntrustedError refuses a rollback whose journal does not describe this host as it is
-// now.
+// now. Its message is what does not fit, in one line; the command line adds the way out
+// (Forcible says whether forcing is one) and each problem under it.
 type UntrustedError struct {
 	Path     string // the journal's file
 	Problems []Problem
-	Force    bool // whether --force was given
+	Forced   bool // whether the rollback was forced
 }
 
-// Error is the refusal in two lines: what does not fit, and the way out. Details has
-// each field with the journal's value, the host's, and why it matters; a refusal with
-// them all ran to 900 characters, past what a person reads in a terminal.
+// Error names the fields that do not fit, at most three: a refusal with every field, the
+// journal's value, the host's and why ran to 900 characters, past what a person reads in
+// a terminal.
 func (e *UntrustedError) Error() string {
 	var subjects []string
-	final := false
 	for _, p := range e.Problems {
 		if s := p.subject(); !slices.Contains(subjects, s) {
 			subjects = append(subjects, s)
 		}
-		final = final || p.Final
 	}
 	if len(subjects) > 3 {
 		subjects = append(subjects[:3], fmt.Sprintf("%d more", len(subjects)-3))
 	}
-	way := "no flag sets this aside"
-	if !final && !e.Force {
-		way = "if the journal is of this host as it is now, run again with --force"
-	}
-	return fmt.Sprintf("nothing was changed: the journal %s does not fit this host (%s)\n%s; else gpusplit status and gpusplit apply reach the split (-v: each field and why)",
-		e.Path, strings.Join(subjects, ", "), way)
+	return fmt.Sprintf("nothing was changed: the journal %s does not fit this host (%s)", e.Path, strings.Join(subjects, ", "))
 }
 
-// Details are the problems, each with the journal's value, the host's and why, and what
-// --force can and cannot set aside.
-func (e *UntrustedError) Details() []string {
-	var out []string
-	final := false
-	for _, p := range e.Problems {
-		out = append(out, p.String())
-		final = final || p.Final
-	}
-	if final {
-		out = append(out, "--force sets aside only the host, the boot and a device that is gone; never a bad driver name, a device whose ids changed, or a device that is not a GPU, a GPU's function or a member of a GPU's IOMMU group")
-	}
-	return out
+// Forcible says whether forcing the rollback would set every problem aside: none is
+// final, and it was not forced already.
+func (e *UntrustedError) Forcible() bool {
+	return !e.Forced && !slices.ContainsFunc(e.Problems, func(p Problem) bool { return p.Final })
 }
 
 // CheckJournal compares the journal with the host and refuses it with every problem
@@ -107,8 +111,8 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 	case j.Format < JournalFormat:
 		add(Problem{Field: "format", Journal: "none", Host: fmt.Sprint(JournalFormat),
 			Why: "the journal was written by an older gpusplit and predates the identity fields (host name, machine id, boot id, device ids), " +
-				"so nothing in it says it is of this host and this boot; if the host has not rebooted since that apply, --force rolls back anyway, " +
-				"otherwise gpusplit status shows the drivers against the desired split and gpusplit apply reaches it"})
+				"so nothing in it says it is of this host and this boot: gpusplit status shows the drivers against the desired split, and gpusplit apply reaches it",
+			Way: ForceIfNotRebooted})
 	case j.Format > JournalFormat:
 		add(Problem{Field: "format", Journal: fmt.Sprint(j.Format), Host: fmt.Sprint(JournalFormat), Final: true,
 			Why: "a newer gpusplit wrote the journal; roll back with that version"})
@@ -149,7 +153,7 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 		}
 		if !present {
 			add(Problem{Device: a, Field: "device", Journal: "present", Host: "absent",
-				Why: "the device is gone (removed, or its slot emptied): there is nothing to put back; --force rolls back the others"})
+				Why: "the device is gone (removed, or its slot emptied): there is nothing to put back", Way: ForceTheOthers})
 			continue
 		}
 		if j.Format >= JournalFormat {
@@ -171,14 +175,13 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 			}
 		}
 		if !s.Movable[d.Device] {
-			why := "apply moves only those, so the entry is damaged or foreign, and rolling it back could take a disk controller or a NIC from the host; " +
-				"if the apply ran with --devices, run rollback with the same --devices"
+			why := "apply moves only those, so the entry is damaged or foreign, and rolling it back could take a disk controller or a NIC from the host"
 			if d.Driver == "" && bound {
 				why += "; the journal would also leave it without a driver: if that is what you want, unbind it by hand (echo " + a +
 					" > /sys/bus/pci/devices/" + a + "/driver/unbind)"
 			}
 			add(Problem{Device: a, Field: "role", Journal: "moved with GPU " + d.GPU.String(), Host: "not a GPU, a GPU's function or an endpoint of a GPU's IOMMU group",
-				Final: true, Why: why})
+				Final: true, Why: why, Way: SameDevices})
 		}
 	}
 	var refuse []Problem
@@ -190,7 +193,7 @@ func CheckJournal(h *host.Host, k Kernel, j *Journal, s Scope) (forced []Problem
 		}
 	}
 	if len(refuse) > 0 {
-		return forced, &UntrustedError{Path: j.path(), Problems: refuse, Force: s.Force}
+		return forced, &UntrustedError{Path: j.path(), Problems: refuse, Forced: s.Force}
 	}
 	return forced, nil
 }
@@ -205,8 +208,8 @@ func checkIdentity(h *host.Host, j *Journal, add func(Problem)) {
 	}
 	if id.Hostname != j.Hostname {
 		add(Problem{Field: "host name", Journal: fmt.Sprintf("%q", j.Hostname), Host: fmt.Sprintf("%q", id.Hostname),
-			Why: "the journal was written on another host (copied with a backup of /var/lib, or a cloned disk) and describes that host's devices; " +
-				"if this host was only renamed since, --force rolls back"})
+			Why: "the journal was written on another host (copied with a backup of /var/lib, or a cloned disk) and describes that host's devices",
+			Way: ForceIfRenamed})
 	}
 	if id.MachineID != j.MachineID {
 		add(Problem{Field: "machine id", Journal: orNone(j.MachineID), Host: orNone(id.MachineID),

@@ -306,6 +306,18 @@ func execute(cmd *cobra.Command, args []string, stderr io.Writer) int {
 // details (each field, device or line, and why) -v prints and the JSON documents carry.
 type detailer interface{ Details() []string }
 
+// wordedError is a domain error as the command line says it: the way out worded with
+// the command's flags, which the domain's error carries as a typed reason.
+type wordedError struct {
+	err     error
+	msg     string
+	details []string
+}
+
+func (e *wordedError) Error() string     { return e.msg }
+func (e *wordedError) Unwrap() error     { return e.err }
+func (e *wordedError) Details() []string { return e.details }
+
 // details are the details of err, or none.
 func details(err error) []string {
 	var d detailer
