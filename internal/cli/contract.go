@@ -16,7 +16,8 @@ import (
 //   - a command that only groups others, run alone, prints its help and exits 0, as
 //     gpusplit alone does;
 //   - gpusplit help TOPIC of an unknown topic is an error too, and so is help with -o
-//     json: help is text, and a script that asked for JSON must not get it.
+//     json: help is text, and a script that asked for JSON must not get it;
+//   - an error whose typed reason a flag answers says so with the flag (ways.go).
 
 // applyContract walks the tree under root. It runs once every command is added, cobra's
 // own help and completion commands included, so that they follow it as well.
@@ -48,6 +49,9 @@ func applyContract(root *cobra.Command) {
 				c.Args = cobra.NoArgs
 			}
 			c.Args = withUsage(c.Args)
+		}
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error { return flagWays(run(cmd, args)) }
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)

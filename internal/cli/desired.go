@@ -78,15 +78,6 @@ func desiredErr(err error) error {
 	case errors.As(err, &in):
 		return fmt.Errorf("--%s: %w", in.Input, in.Err)
 	}
-	return devicesAdvice(err)
-}
-
-// devicesAdvice adds, to a split of a host without GPUs, the flag that chooses them.
-func devicesAdvice(err error) error {
-	var none *plan.NoGPUsError
-	if errors.As(err, &none) {
-		return fmt.Errorf("%w (use --devices to choose which devices count as GPUs)", err)
-	}
 	return err
 }
 

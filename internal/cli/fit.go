@@ -202,7 +202,7 @@ func fitAdvice(err error) error {
 	case errors.As(err, &unknown):
 		return fmt.Errorf("%w: give its memory with --gpu-memory (nvidia-smi --query-gpu=memory.total shows it)", err)
 	}
-	return devicesAdvice(err)
+	return err
 }
 
 // measuredMemory is each GPU's memory as the CUDA driver reports it, by address, where

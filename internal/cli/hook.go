@@ -121,7 +121,7 @@ gives it back (docs/health.md).`,
 			if err == nil && g.json() {
 				return g.writeJSON(report)
 			}
-			return devicesAdvice(err)
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "with release: end the quarantine though the GPU still fails its check")

@@ -94,9 +94,6 @@ func newPVEHookShow(g *globals) *cobra.Command {
 	return cmd
 }
 
-// binaryAdvice is the way out of a refused binary that the command line adds.
-const binaryAdvice = ", or name such a file with --binary PATH"
-
 func newPVEHookChange(g *globals, verb string) *cobra.Command {
 	var gf guestFlags
 	var storage, binary, deadline string

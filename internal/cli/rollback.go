@@ -87,7 +87,7 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 				forced = append(forced, journalProblem(p))
 				fmt.Fprintf(g.stderr, "warning: --force: %s\n", journalProblem(p))
 			}
-			cerr = untrustedJournal(cerr)
+			cerr = flagWays(cerr)
 			if cerr != nil && !c.dryRun && !g.json() {
 				return cerr
 			}
@@ -152,7 +152,7 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 			if errors.As(err, &stale) {
 				err = fmt.Errorf("%w; run gpusplit rollback again", err)
 			}
-			err = untrustedJournal(err)
+			err = flagWays(err)
 			if res != nil {
 				for _, a := range res.Restored {
 					doc.Restored = append(doc.Restored, a.String())
@@ -171,44 +171,4 @@ that is not the device's now, or a device that is not a GPU or of a GPU's group.
 	c.register(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "roll back a journal of another host name, machine or boot, or with a device gone (never a bad driver name, a device whose ids changed, or one that is not a GPU or of a GPU's group)")
 	return cmd
-}
-
-// journalWays words the ways out of a journal's problems with rollback's flags.
-var journalWays = map[bind.Way]string{
-	bind.ForceIfNotRebooted: "if the host has not rebooted since that apply, --force rolls back anyway",
-	bind.ForceIfRenamed:     "if this host was only renamed since, --force rolls back",
-	bind.ForceTheOthers:     "--force rolls back the others",
-	bind.SameDevices:        "if the apply ran with --devices, run rollback with the same --devices",
-}
-
-// journalProblem is a problem of the journal with its way out.
-func journalProblem(p bind.Problem) string {
-	if w := journalWays[p.Way]; w != "" {
-		return p.String() + "; " + w
-	}
-	return p.String()
-}
-
-// untrustedJournal words a refused journal in two lines: what does not fit, and the way
-// out; each problem, and what --force cannot set aside, are its details (-v, JSON).
-// Other errors it returns as they are.
-func untrustedJournal(err error) error {
-	var e *bind.UntrustedError
-	if !errors.As(err, &e) {
-		return err
-	}
-	way := "no flag sets this aside"
-	if e.Forcible() {
-		way = "if the journal is of this host as it is now, run again with --force"
-	}
-	w := &wordedError{err: err, msg: err.Error() + "\n" + way + "; else gpusplit status and gpusplit apply reach the split (-v: each field and why)"}
-	final := false
-	for _, p := range e.Problems {
-		w.details = append(w.details, journalProblem(p))
-		final = final || p.Final
-	}
-	if final {
-		w.details = append(w.details, "--force sets aside only the host, the boot and a device that is gone; never a bad driver name, a device whose ids changed, or a device that is not a GPU, a GPU's function or a member of a GPU's IOMMU group")
-	}
-	return w
 }

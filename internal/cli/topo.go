@@ -100,7 +100,7 @@ func pictured(inv *inventory.Inventory, vfio []string) (map[pci.Address][]string
 	}
 	p, err := plan.Make(inv, plan.ForVFIO(choices))
 	if err != nil {
-		return nil, nil, devicesAdvice(err)
+		return nil, nil, err
 	}
 	return held, &topo.Split{Asked: "--vfio " + strings.Join(vfio, " --vfio "), To: p.GPUDrivers()}, nil
 }
