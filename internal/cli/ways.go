@@ -2,8 +2,10 @@ package cli
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
 )
 
@@ -25,16 +27,25 @@ func flagWays(err error) error {
 		worded    *wordedError
 		noGPUs    *plan.NoGPUsError
 		untrusted *bind.UntrustedError
+		binary    *persist.BinaryError
 	)
 	switch {
 	case errors.As(err, &worded):
 		return err
 	case errors.As(err, &untrusted):
 		return untrustedJournal(err, untrusted)
+	case errors.As(err, &binary):
+		return reword(err, binary.Error(), binary.Message(binaryAdvice))
 	case errors.As(err, &noGPUs):
 		return &wordedError{err: err, msg: err.Error() + " (use --devices to choose which devices count as GPUs)"}
 	}
 	return err
+}
+
+// reword is err with inner, the message of an error in its chain, replaced by worded:
+// the list of what stops an apply has it among others, not always last.
+func reword(err error, inner, worded string) error {
+	return &wordedError{err: err, msg: strings.Replace(err.Error(), inner, worded, 1)}
 }
 
 // binaryAdvice is the way out of a refused binary that the command line adds.

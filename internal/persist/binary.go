@@ -43,10 +43,14 @@ type BinaryError struct {
 	Problems []string
 }
 
-func (e *BinaryError) Error() string {
+func (e *BinaryError) Error() string { return e.Message("") }
+
+// Message is the refusal with more ways out after the first (", or ..."): the command
+// line adds the one its flags give.
+func (e *BinaryError) Message(more string) string {
 	return fmt.Sprintf("the boot unit cannot run %s: %s. A root service at boot must run a file only root can change: "+
-		"install it with 'install -o root -g root -m 0755 gpusplit %s', or name such a file with --binary PATH",
-		e.Path, strings.Join(e.Problems, "; "), DefaultBinary)
+		"install it with 'install -o root -g root -m 0755 gpusplit %s'%s",
+		e.Path, strings.Join(e.Problems, "; "), DefaultBinary, more)
 }
 
 // CheckBinary checks that a unit run as root at every boot can run p, under h's root, and
@@ -58,7 +62,7 @@ func (e *BinaryError) Error() string {
 // their owner can replace them. These rules have no override.
 //
 // p, or where it leads, under /tmp, /var/tmp, /dev/shm, /run, /home or /root is refused
-// too, unless named says the user named p (--binary) and p itself lies there: then it is
+// too, unless named says the user named p and p itself lies there: then it is
 // allowed, with a note, since a link from elsewhere into such a place is a surprise but a
 // path named there is a choice.
 //
@@ -86,9 +90,9 @@ func CheckBinary(h *host.Host, p string, named bool) (Binary, error) {
 		case named && under(p, d):
 			b.Notes = append(b.Notes, fmt.Sprintf("%s is under %s, where files do not last or belong to a user: the unit fails at boot once it is gone; %s is the usual place", p, d, DefaultBinary))
 		case under(p, d):
-			problems = append(problems, fmt.Sprintf("%s is under %s, where files do not last or belong to a user (name it with --binary %s if it is to stay there)", p, d, p))
+			problems = append(problems, fmt.Sprintf("%s is under %s, where files do not last or belong to a user (named as the binary to run, it may stay there)", p, d))
 		default:
-			problems = append(problems, fmt.Sprintf("it leads to %s, under %s, where files do not last or belong to a user (name that path with --binary if it is to stay there)", resolved, d))
+			problems = append(problems, fmt.Sprintf("it leads to %s, under %s, where files do not last or belong to a user (that path, named as the binary to run, may stay there)", resolved, d))
 		}
 	}
 	if len(problems) > 0 {

@@ -208,7 +208,7 @@ func TestCheckBinary(t *testing.T) {
 			if !strings.Contains(be.Error(), c.problem) {
 				t.Errorf("refusal %q does not name %q", be.Error(), c.problem)
 			}
-			if be.Path != p || !strings.Contains(be.Error(), "--binary") {
+			if be.Path != p || !strings.Contains(be.Error(), "'install -o root -g root -m 0755 gpusplit "+DefaultBinary+"'") || strings.Contains(be.Error(), " --") {
 				t.Errorf("refusal %q does not name the binary and the way out", be.Error())
 			}
 		})
