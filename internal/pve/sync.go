@@ -230,7 +230,7 @@ func (s *syncer) mappings(d plan.Desired) (*Change, error) {
 			}
 			if mm := f.Mapping(vmName); mm != nil && s.opts.VMMapping == "" {
 				if others := otherNodes(mm, s.node); len(others) > 0 {
-					refusals = append(refusals, fmt.Sprintf("mapping %s exists already and holds devices of other nodes (%s): sync would add this node's vfio-pci GPUs to it; to merge into it, name it (--vm-mapping %s, or mapping = %q in split.toml), else choose another name", vmName, strings.Join(others, ", "), vmName, vmName))
+					refusals = append(refusals, fmt.Sprintf("mapping %s exists already and holds devices of other nodes (%s): sync would add this node's vfio-pci GPUs to it; to merge into it, name it as the vfio-pci side's mapping (mapping = %q in split.toml, or on the command line), else choose another name", vmName, strings.Join(others, ", "), vmName))
 				}
 			}
 			want[m.ID], want[vmName] = host, vm
@@ -286,11 +286,11 @@ func (s *syncer) staleEntries(m *Mapping) []string {
 					what = fmt.Sprintf("%s, a %s device (class %06x), not a GPU", a, d.ID(), d.Class)
 				}
 			}
-			out = append(out, fmt.Sprintf("mapping %s: the entry of node %s with path=%s points to %s: sync would drop it; fix or remove the entry (Datacenter → Resource Mappings), or --force", m.ID, s.node, e.Path, what))
+			out = append(out, fmt.Sprintf("mapping %s: the entry of node %s with path=%s points to %s: sync would drop it; fix or remove the entry (Datacenter → Resource Mappings), or force the write", m.ID, s.node, e.Path, what))
 			continue
 		}
 		if probs := Check(s.inv.Tree, e); len(probs) > 0 {
-			out = append(out, fmt.Sprintf("mapping %s: the entry of node %s with path=%s no longer matches the host (%s): sync would rewrite it from sysfs; check the device is the one meant, then --force", m.ID, s.node, e.Path, strings.Join(probs, "; ")))
+			out = append(out, fmt.Sprintf("mapping %s: the entry of node %s with path=%s no longer matches the host (%s): sync would rewrite it from sysfs; check the device is the one meant, then force the write", m.ID, s.node, e.Path, strings.Join(probs, "; ")))
 		}
 	}
 	return out
