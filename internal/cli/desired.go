@@ -69,14 +69,11 @@ func (d *desiredFlags) plan(g *globals) (*split.Planned, error) {
 
 // desiredErr words an error of split.Load with the flag that answers it.
 func desiredErr(err error) error {
-	var in *split.InputError
 	switch {
 	case errors.Is(err, split.ErrNoDesired):
 		return fmt.Errorf("no desired state: give --vfio SELECTOR, or write %s (gpusplit help split.toml shows how)", plan.DefaultConfig)
 	case errors.Is(err, plan.ErrNoSelector):
 		return errors.New("--vfio needs a selector")
-	case errors.As(err, &in):
-		return fmt.Errorf("--%s: %w", in.Input, in.Err)
 	}
 	return err
 }

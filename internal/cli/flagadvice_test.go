@@ -5,11 +5,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
 
 // Domain errors that a flag answers carry no flag; the command line names it: a host
 // without GPUs (plan.NoGPUsError) gets --devices, a copy of a host that apply would
-// change (bind.NotLiveError) gets --root and --dry-run.
+// change (bind.NotLiveError) gets --root and --dry-run, a choice of GPUs that fails
+// (plan.InputError) --vfio, a device chosen that is no GPU (plan.NotAGPUError)
+// --devices, and a group shared with the host (plan.SharedGroupError)
+// --allow-shared-groups.
 func TestFlagAdvice(t *testing.T) {
 	empty := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(empty, "sys/bus/pci/devices"), 0o755); err != nil {
@@ -28,5 +33,19 @@ func TestFlagAdvice(t *testing.T) {
 	_, _, err := run(t, "--root", dir, "apply", "--vfio", "0000:00:03.0", "--yes")
 	if err == nil || !strings.HasSuffix(err.Error(), "so apply and rollback run on the host itself (no --root, or --root /); --dry-run shows here what they would do, and pve and persist edit the files of a copy") {
 		t.Errorf("apply on a copy: %v", err)
+	}
+	freshDemo(t)
+	_, _, err = run(t, "--demo", "plan", "--vfio", "0000:02:00.0")
+	if err == nil || !strings.HasPrefix(err.Error(), "--vfio: selector 0000:02:00.0 matches no GPU") ||
+		!strings.HasSuffix(err.Error(), "(class 0x020000, driver i40e), not a GPU: --devices chooses which devices count as GPUs") {
+		t.Errorf("a NIC chosen: %v", err)
+	}
+	shared := t.TempDir()
+	if _, err := fakehost.SharedGroups().Open(shared); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "--root", shared, "plan", "--vfio", "0000:01:00.0")
+	if err == nil || !strings.Contains(err.Error(), "from the host. Allow it with allow_shared_groups (--allow-shared-groups), or move the GPU") {
+		t.Errorf("a shared group: %v", err)
 	}
 }

@@ -14,8 +14,10 @@ import (
 // here. applyContract passes every command's error through flagWays, so an error is worded
 // the same whichever command returns it.
 
-// flagWays is err with the way out its typed reason has, worded with the flags; err as it
-// is when it has none, or was worded already.
+// flagWays is err with the ways out its typed reasons have, worded with the flags, each
+// in place: the list of what stops an apply holds some among others, and a choice of
+// GPUs (--vfio) may name a device that is no GPU (--devices). err as it is when it has
+// none, or was worded already.
 func flagWays(err error) error {
 	if err == nil {
 		return nil
@@ -25,27 +27,40 @@ func flagWays(err error) error {
 	}
 	var (
 		worded    *wordedError
-		noGPUs    *plan.NoGPUsError
 		untrusted *bind.UntrustedError
+		input     *plan.InputError
+		notGPU    *plan.NotAGPUError
+		shared    *plan.SharedGroupError
+		noGPUs    *plan.NoGPUsError
 		binary    *persist.BinaryError
 	)
-	switch {
-	case errors.As(err, &worded):
+	if errors.As(err, &worded) {
 		return err
-	case errors.As(err, &untrusted):
-		return untrustedJournal(err, untrusted)
-	case errors.As(err, &binary):
-		return reword(err, binary.Error(), binary.Message(binaryAdvice))
-	case errors.As(err, &noGPUs):
-		return &wordedError{err: err, msg: err.Error() + " (use --devices to choose which devices count as GPUs)"}
 	}
-	return err
-}
-
-// reword is err with inner, the message of an error in its chain, replaced by worded:
-// the list of what stops an apply has it among others, not always last.
-func reword(err error, inner, worded string) error {
-	return &wordedError{err: err, msg: strings.Replace(err.Error(), inner, worded, 1)}
+	if errors.As(err, &untrusted) {
+		return untrustedJournal(err, untrusted)
+	}
+	msg := err.Error()
+	reword := func(inner, words string) { msg = strings.Replace(msg, inner, words, 1) }
+	if errors.As(err, &input) {
+		reword(input.Error(), "--"+input.Error())
+	}
+	if errors.As(err, &notGPU) {
+		reword(notGPU.Error(), notGPU.Error()+": --devices chooses which devices count as GPUs")
+	}
+	if errors.As(err, &shared) {
+		reword(shared.Error(), shared.Message(" (--allow-shared-groups)"))
+	}
+	if errors.As(err, &noGPUs) {
+		reword(noGPUs.Error(), noGPUs.Error()+" (use --devices to choose which devices count as GPUs)")
+	}
+	if errors.As(err, &binary) {
+		reword(binary.Error(), binary.Message(binaryAdvice))
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &wordedError{err: err, msg: msg}
 }
 
 // binaryAdvice is the way out of a refused binary that the command line adds.

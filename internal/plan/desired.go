@@ -384,7 +384,7 @@ func (f *File) Desired() (Desired, error) {
 // ForVFIO is the desired state of plan --vfio: the selected GPUs go to vfio-pci, the
 // others to (or stay on) their vendor's driver. Each choice is one --vfio flag.
 func ForVFIO(choices [][]pci.Selector) Desired {
-	return Desired{Targets: []Target{{Name: "vfio", Flag: "--vfio", Choices: choices, Driver: VFIO}}}
+	return Desired{Targets: []Target{{Name: "vfio", Input: "vfio", Choices: choices, Driver: VFIO}}}
 }
 
 // locate finds the 1-based line and column of the first occurrence of needle.

@@ -35,7 +35,7 @@ func (d *Desired) ResolveMappings(lookup pci.MappingLookup) error {
 		for j, c := range t.Choices {
 			r, err := pci.ResolveMappings(c, lookup)
 			if err != nil {
-				return fmt.Errorf("%s: %w", t.where(), err)
+				return t.fail(err)
 			}
 			t.Choices[j] = r
 		}

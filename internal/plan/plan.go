@@ -34,9 +34,9 @@ const (
 // they must end up on.
 type Target struct {
 	Name string
-	// Flag is the command-line flag the target comes from ("--vfio"), for messages; ""
-	// for a group of the desired state file.
-	Flag string
+	// Input is the command-line input the target comes from ("vfio"), for messages:
+	// its errors are *InputErrors. "" for a group of the desired state file.
+	Input string
 	// Choices add up; each is a comma-separated selector list with the meaning it has in
 	// --devices (numa:1,count:2 is two GPUs of node 1). One --vfio flag is one choice.
 	Choices [][]pci.Selector
@@ -53,13 +53,25 @@ type Target struct {
 	Pool bool
 }
 
-// where names the target in messages: its flag, else its group of the file.
-func (t *Target) where() string {
-	if t.Flag != "" {
-		return t.Flag
+// fail is err of the target: an *InputError for a target of the command line, else
+// err with its group of the file.
+func (t *Target) fail(err error) error {
+	if t.Input != "" {
+		return &InputError{Input: t.Input, Err: err}
 	}
-	return fmt.Sprintf("group %q", t.Name)
+	return fmt.Errorf("group %q: %w", t.Name, err)
 }
+
+// InputError is a command-line input that cannot be used: Input is "vfio" (a choice of
+// GPUs) or "config" (the file on this machine, which cannot be read). The command line
+// names its flag.
+type InputError struct {
+	Input string
+	Err   error
+}
+
+func (e *InputError) Error() string { return e.Input + ": " + e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
 
 // Desired is the whole desired state.
 type Desired struct {
@@ -237,7 +249,7 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 		for _, c := range t.Choices {
 			some, err := pci.Choose(gpus, gpus, c, "GPU", "GPU")
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w%s", t.where(), err, notAGPU(inv, err))
+				return nil, t.fail(notAGPU(inv, err))
 			}
 			chosen = append(chosen, some...)
 		}
@@ -316,10 +328,8 @@ func Make(inv *inventory.Inventory, d Desired) (*Plan, error) {
 					m.IOMMUGroup, m.Device, DriverText(VFIO), member.Address, member.Name(), DriverText(prev.To))
 			case ok:
 			case !d.AllowSharedGroups:
-				return nil, fmt.Errorf("IOMMU group %d of %s also holds %s (%s, on %s), which no group selects; "+
-					"passing the group through would take it from the host. Allow it with allow_shared_groups (--allow-shared-groups), "+
-					"or move the GPU to a slot with a group of its own",
-					m.IOMMUGroup, m.GPU, member.Address, member.Name(), DriverText(member.Driver))
+				return nil, &SharedGroupError{Group: m.IOMMUGroup, GPU: m.GPU, Member: member.Address,
+					What: fmt.Sprintf("%s, on %s", member.Name(), DriverText(member.Driver))}
 			default:
 				mm := move(member, RoleMember, m.GPU, m.Target, VFIO, inv.HoldersOf(member.Address))
 				mm.HeldBy = m.HeldBy
@@ -401,23 +411,36 @@ func DriverText(to string) string {
 	return to
 }
 
-// notAGPU says what an address selector that matched no GPU names, when it is a device
-// of the host all the same: the user meant it, and --devices is the way to include it.
-func notAGPU(inv *inventory.Inventory, err error) string {
+// notAGPU is err, a selector that matched no GPU, with what its address names: no
+// device, or one of the host that does not count as a GPU (a *NotAGPUError: the user
+// meant it, and the choice of what counts is the way to include it).
+func notAGPU(inv *inventory.Inventory, err error) error {
 	var nm *pci.NoMatchError
 	if !errors.As(err, &nm) {
-		return ""
+		return err
 	}
 	a, ok := nm.Selector.Address()
 	if !ok {
-		return ""
+		return err
 	}
 	d := inv.Tree.Lookup(a)
 	if d == nil {
-		return fmt.Sprintf("; there is no PCI device %s on this host", a)
+		return fmt.Errorf("%w; there is no PCI device %s on this host", err, a)
 	}
-	return fmt.Sprintf("; %s is %s (class 0x%06x, driver %s), not a GPU: --devices chooses which devices count as GPUs", a, d.Name(), d.Class, orNone(d.Driver))
+	return &NotAGPUError{Err: err, Device: a,
+		What: fmt.Sprintf("%s is %s (class 0x%06x, driver %s), not a GPU", a, d.Name(), d.Class, orNone(d.Driver))}
 }
+
+// NotAGPUError is a selector that names a device of the host that does not count as a
+// GPU (inventory's selectors choose which do).
+type NotAGPUError struct {
+	Err    error
+	Device pci.Address
+	What   string // the device, and that it is not a GPU
+}
+
+func (e *NotAGPUError) Error() string { return e.Err.Error() + "; " + e.What }
+func (e *NotAGPUError) Unwrap() error { return e.Err }
 
 func orNone(s string) string {
 	if s == "" {
@@ -436,6 +459,25 @@ func (p *Plan) GPUDrivers() map[pci.Address]string {
 		}
 	}
 	return out
+}
+
+// SharedGroupError is a GPU whose IOMMU group holds a device that no group selects:
+// passing the group through would take that device from the host. allow_shared_groups
+// allows it.
+type SharedGroupError struct {
+	Group       int
+	GPU, Member pci.Address
+	What        string // the member: its name and driver
+}
+
+func (e *SharedGroupError) Error() string { return e.Message("") }
+
+// Message is the refusal with the command line's way to allow it (" (--flag)") after the
+// file's.
+func (e *SharedGroupError) Message(flag string) string {
+	return fmt.Sprintf("IOMMU group %d of %s also holds %s (%s), which no group selects; "+
+		"passing the group through would take it from the host. Allow it with allow_shared_groups%s, "+
+		"or move the GPU to a slot with a group of its own", e.Group, e.GPU, e.Member, e.What, flag)
 }
 
 // NoGPUsError is a split of a host where no device counts as a GPU: which devices do is

@@ -183,11 +183,10 @@ func TestMakeErrors(t *testing.T) {
 		d    Desired
 		want string
 	}{
-		{ForVFIO(choices(t, "numa:7")), "--vfio: selector numa:7 matches no GPU"},
+		{ForVFIO(choices(t, "numa:7")), "vfio: selector numa:7 matches no GPU"},
 		{ForVFIO(choices(t, "0000:99:00.0")), "; there is no PCI device 0000:99:00.0 on this host"},
 		// The NIC the user named: said what it is, and how to count it as a GPU.
 		{ForVFIO(choices(t, "0000:02:00.0")), "; 0000:02:00.0 is Ethernet Controller X710 for 10GBASE-T (class 0x020000, driver i40e)"},
-		{ForVFIO(choices(t, "0000:02:00.0")), "not a GPU: --devices chooses which devices count as GPUs"},
 		{Desired{Targets: []Target{{Name: "vms", Choices: choices(t, "numa:9")}}}, `group "vms": selector numa:9`},
 		{Desired{Targets: []Target{{Name: "a", Choices: choices(t, "numa:0"), Driver: VFIO}, {Name: "b", Choices: choices(t, "count:1"), Driver: "nvidia"}}}, "both group"},
 		{Desired{Targets: []Target{{Name: "empty"}}}, "selects no GPUs"},
@@ -196,6 +195,14 @@ func TestMakeErrors(t *testing.T) {
 		if _, err := Make(inv, c.d); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want %q", c.d, err, c.want)
 		}
+	}
+	// A choice of the command line fails as its input, and a device that is no GPU as
+	// such: the command line words them with its flags.
+	_, err := Make(inv, ForVFIO(choices(t, "0000:02:00.0")))
+	var in *InputError
+	var nag *NotAGPUError
+	if !errors.As(err, &in) || in.Input != "vfio" || !errors.As(err, &nag) || nag.Device.String() != "0000:02:00.0" {
+		t.Errorf("a NIC chosen: %v", err)
 	}
 	if _, err := Make(&inventory.Inventory{Root: "x", Tree: &pci.Tree{}}, ForVFIO(nil)); err == nil || !strings.Contains(err.Error(), "no GPUs") {
 		t.Errorf("no GPUs: %v", err)

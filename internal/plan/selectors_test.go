@@ -27,7 +27,7 @@ func TestSelectorFormsUsersHold(t *testing.T) {
 		}
 	}
 	// A number past the last says which there are.
-	if _, err := Make(inv, ForVFIO(choices(t, "GPU8"))); err == nil || !strings.Contains(err.Error(), "--vfio: selector GPU8 matches no GPU (there are 8 GPUs, GPU0 (0000:01:00.0) to GPU7 (0000:f1:00.0)") {
+	if _, err := Make(inv, ForVFIO(choices(t, "GPU8"))); err == nil || !strings.Contains(err.Error(), "vfio: selector GPU8 matches no GPU (there are 8 GPUs, GPU0 (0000:01:00.0) to GPU7 (0000:f1:00.0)") {
 		t.Errorf("--vfio GPU8: %v", err)
 	}
 	// A slot that is no GPU's names what it is.
@@ -46,7 +46,7 @@ func TestDesiredResolveMappings(t *testing.T) {
 		return nil, errors.New("no mapping " + name)
 	}
 	d := ForVFIO(choices(t, "mapping:pro6000,numa:1", "GPU7"))
-	if _, err := Make(demo(t), d); err == nil || !strings.Contains(err.Error(), "--vfio: selector mapping:pro6000 names a Proxmox mapping, which is not read here") {
+	if _, err := Make(demo(t), d); err == nil || !strings.Contains(err.Error(), "vfio: selector mapping:pro6000 names a Proxmox mapping, which is not read here") {
 		t.Errorf("Make before ResolveMappings: %v", err)
 	}
 	if err := d.ResolveMappings(lookup); err != nil {

@@ -27,7 +27,7 @@ func TestFitSplit(t *testing.T) {
 		t.Fatalf("the demo: %+v %v", s, err)
 	}
 	// A --config that is missing is an error, on a host without a file too.
-	var in *InputError
+	var in *plan.InputError
 	if _, err = FitSplit(h, filepath.Join(t.TempDir(), "none.toml"), true); !errors.As(err, &in) || in.Input != "config" {
 		t.Errorf("a missing --config: %v", err)
 	}

@@ -39,16 +39,6 @@ type Source struct {
 	Warn func([]string)
 }
 
-// InputError is a source of the desired state that cannot be used: Input is "vfio" (a
-// choice of GPUs) or "config" (the file on this machine, which cannot be read).
-type InputError struct {
-	Input string
-	Err   error
-}
-
-func (e *InputError) Error() string { return e.Input + ": " + e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }
-
 // ErrNoDesired is a host without a desired state file, where none was given.
 var ErrNoDesired = errors.New("no desired state")
 
@@ -88,7 +78,7 @@ func LoadDesired(h *host.Host, src Source) (*Planned, error) {
 	if len(src.VFIO) > 0 {
 		choices, err := plan.ParseChoices(src.VFIO)
 		if err != nil {
-			return nil, &InputError{Input: "vfio", Err: err}
+			return nil, &plan.InputError{Input: "vfio", Err: err}
 		}
 		pl.Desired = plan.ForVFIO(choices)
 		if err := pl.Desired.ResolveMappings(pve.MappingLookup(h)); err != nil {
@@ -160,7 +150,7 @@ func ReadConfig(h *host.Host, config string) (string, []byte, error) {
 	if config != "" {
 		data, err := os.ReadFile(config)
 		if err != nil {
-			return "", nil, &InputError{Input: "config", Err: err}
+			return "", nil, &plan.InputError{Input: "config", Err: err}
 		}
 		return config, data, nil
 	}

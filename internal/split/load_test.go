@@ -65,7 +65,7 @@ func TestLoadVFIO(t *testing.T) {
 // cannot be read, and no file on a host that has none.
 func TestLoadInputErrors(t *testing.T) {
 	_, h := openSample(t)
-	var in *InputError
+	var in *plan.InputError
 	_, err := Load(h, Source{VFIO: []string{","}})
 	if !errors.As(err, &in) || in.Input != "vfio" || !errors.Is(err, plan.ErrNoSelector) {
 		t.Errorf("an empty choice: %v", err)
