@@ -99,7 +99,7 @@ func (s Sysfs) Loadable(driver string) (string, bool) { return drivers.Loadable(
 // live host can load modules.
 func (s Sysfs) Load(ctx context.Context, driver string) error {
 	if s.H.Root() != "/" {
-		return fmt.Errorf("cannot load module %s for a host under --root %s", moduleName(driver), s.H.Root())
+		return fmt.Errorf("cannot load module %s for the host at %s: modules load only into the running kernel", moduleName(driver), s.H.Root())
 	}
 	return syscmd.Run(ctx, 0, "modprobe", moduleName(driver))
 }

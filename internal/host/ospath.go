@@ -7,7 +7,7 @@ import (
 )
 
 // ErrReadOnly is returned for a path of a Host that cannot be written: a snapshot.
-var ErrReadOnly = errors.New("a snapshot cannot be changed; run on the host itself (--root / or a directory)")
+var ErrReadOnly = errors.New("a snapshot cannot be changed; run on the host itself, or on a directory copy of it")
 
 // Writable reports whether paths of the Host can be written: a directory root, the live
 // machine included; not a snapshot archive.
