@@ -13,8 +13,9 @@ import (
 // without GPUs (plan.NoGPUsError) gets --devices, a copy of a host that apply would
 // change (bind.NotLiveError) gets --root and --dry-run, a choice of GPUs that fails
 // (plan.InputError) --vfio, a device chosen that is no GPU (plan.NotAGPUError)
-// --devices, and a group shared with the host (plan.SharedGroupError)
-// --allow-shared-groups.
+// --devices, a group shared with the host (plan.SharedGroupError)
+// --allow-shared-groups, and a split.toml that --vfio would replace
+// (split.ConfigExistsError) --vfio.
 func TestFlagAdvice(t *testing.T) {
 	empty := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(empty, "sys/bus/pci/devices"), 0o755); err != nil {
@@ -34,7 +35,14 @@ func TestFlagAdvice(t *testing.T) {
 	if err == nil || !strings.HasSuffix(err.Error(), "so apply and rollback run on the host itself (no --root, or --root /); --dry-run shows here what they would do, and pve and persist edit the files of a copy") {
 		t.Errorf("apply on a copy: %v", err)
 	}
-	freshDemo(t)
+	// A split.toml written by hand is no --vfio's to replace.
+	demo := freshDemo(t)
+	mustRun(t, "demo", "reset")
+	writeFile(t, demo, "etc/gpusplit/split.toml", "[[group]]\nname = \"mine\"\nselect = [\"numa:0\"]\ndriver = \"vfio-pci\"\n")
+	_, _, err = run(t, "--demo", "apply", "--vfio", "numa:1", "--dry-run")
+	if err == nil || !strings.Contains(err.Error(), "/etc/gpusplit/split.toml says what the split is, and --vfio says otherwise: the boot unit applies that file, which --vfio would replace") {
+		t.Errorf("apply --vfio over a split.toml: %v", err)
+	}
 	_, _, err = run(t, "--demo", "plan", "--vfio", "0000:02:00.0")
 	if err == nil || !strings.HasPrefix(err.Error(), "--vfio: selector 0000:02:00.0 matches no GPU") ||
 		!strings.HasSuffix(err.Error(), "(class 0x020000, driver i40e), not a GPU: --devices chooses which devices count as GPUs") {

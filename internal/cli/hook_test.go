@@ -307,7 +307,7 @@ func TestHookDeadlineStopsAStuckCommand(t *testing.T) {
 	t.Setenv("PATH", "/nonexistent")
 	start := time.Now()
 	_, _, err := run(t, "--root", root, "hook", "--deadline", "2s", "131", "pre-start")
-	if err == nil || !strings.Contains(err.Error(), "VM 131 start refused: stopping nvidia-persistenced") || !strings.Contains(err.Error(), "deadline of 2s passed") {
+	if err == nil || !strings.Contains(err.Error(), "VM 131 start refused: stopping nvidia-persistenced") || !strings.HasSuffix(err.Error(), "the hook's deadline of 2s passed (gpusplit hook --deadline, or pve hook install --deadline, sets another)") {
 		t.Errorf("err = %v", err)
 	}
 	if took := time.Since(start); took > time.Minute {

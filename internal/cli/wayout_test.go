@@ -81,12 +81,12 @@ func TestDoctorRefusesJunkLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, stderr := runExit(t, "--demo", "doctor", "--kernel-log", log)
-	if code != 1 || out != "" || !strings.Contains(stderr, "holds no kernel log record") || !strings.Contains(stderr, "journalctl -k") {
+	if code != 1 || out != "" || !strings.Contains(stderr, "gpusplit: --kernel-log "+log+" holds no kernel log record") || !strings.Contains(stderr, "journalctl -k") {
 		t.Errorf("exit %d:\n%s%s", code, out, stderr)
 	}
 	wayOut(t, "--kernel-log junk", stderr)
 	code, _, stderr = runExit(t, "--demo", "doctor", "--only", "iommu-of")
-	if code != 1 || !strings.Contains(stderr, "did you mean iommu-off?") {
+	if code != 1 || !strings.HasSuffix(stderr, "(did you mean iommu-off?); gpusplit doctor --help lists the checks and groups\n") {
 		t.Errorf("--only iommu-of: exit %d: %s", code, stderr)
 	}
 	wayOut(t, "--only iommu-of", stderr)

@@ -5,8 +5,11 @@ import (
 	"strings"
 
 	"github.com/gpusplit/gpusplit/internal/bind"
+	"github.com/gpusplit/gpusplit/internal/doctor"
+	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/split"
 )
 
 // The ways out that the command's flags give. A domain package says what went wrong and
@@ -33,6 +36,10 @@ func flagWays(err error) error {
 		shared    *plan.SharedGroupError
 		noGPUs    *plan.NoGPUsError
 		binary    *persist.BinaryError
+		config    *split.ConfigExistsError
+		deadline  *hook.DeadlineError
+		check     *doctor.UnknownCheckError
+		logFile   *doctor.LogFileError
 	)
 	if errors.As(err, &worded) {
 		return err
@@ -56,6 +63,18 @@ func flagWays(err error) error {
 	}
 	if errors.As(err, &binary) {
 		reword(binary.Error(), binary.Message(binaryAdvice))
+	}
+	if errors.As(err, &config) {
+		reword(config.Error(), config.Message("--vfio"))
+	}
+	if errors.As(err, &deadline) {
+		reword(deadline.Error(), deadline.Error()+" (gpusplit hook --deadline, or pve hook install --deadline, sets another)")
+	}
+	if errors.As(err, &check) {
+		reword(check.Error(), check.Error()+"; gpusplit doctor --help lists the checks and groups")
+	}
+	if errors.As(err, &logFile) {
+		reword(logFile.Error(), logFile.Message("--kernel-log"))
 	}
 	if msg == err.Error() {
 		return err

@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -478,7 +479,8 @@ func TestOnlyAndUnknownCheck(t *testing.T) {
 	if err != nil || len(r.Ran) != 1 || len(r.Findings) != 1 {
 		t.Errorf("--only: %v %+v", err, r)
 	}
-	if _, err := Run(e, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "gpusplit doctor --help lists the checks") || strings.Contains(err.Error(), "did you mean") {
+	var unknown *UnknownCheckError
+	if _, err := Run(e, []string{"nope"}); !errors.As(err, &unknown) || unknown.ID != "nope" || err.Error() != `no check "nope"` {
 		t.Errorf("unknown check: %v", err)
 	}
 	// A typo is answered with the nearest ids, in one line, not with all of them.

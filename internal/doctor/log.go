@@ -282,18 +282,31 @@ func kernelMessage(m string) bool {
 	return false
 }
 
-// CheckLogFile refuses a kernel log file (doctor --kernel-log name) that holds no kernel
-// log record: the checks would read it as a log where nothing happened, and say so.
+// CheckLogFile refuses a kernel log file (name, as given) that holds no kernel log
+// record: the checks would read it as a log where nothing happened, and say so.
 func CheckLogFile(name string, f *LogFacts) error {
 	if f == nil || f.KernelRecords > 0 {
 		return nil
 	}
-	what := "holds no kernel log record"
+	e := &LogFileError{Name: name, What: "holds no kernel log record"}
 	if f.Records == 0 {
-		what = "is empty"
+		e.What = "is empty"
 	}
-	return fmt.Errorf("--kernel-log %s %s (a record reads \"[   12.345678] pci 0000:81:00.0: ...\" or \"... kernel: ...\")\n"+
-		"capture one with journalctl -k -b > kernel.log or dmesg > kernel.log, and give that file", name, what)
+	return e
+}
+
+// LogFileError is a kernel log file given to read that holds no kernel log record.
+type LogFileError struct {
+	Name string
+	What string // "is empty", "holds no kernel log record"
+}
+
+func (e *LogFileError) Error() string { return e.Message("the kernel log") }
+
+// Message names the file as the command line took it (its flag).
+func (e *LogFileError) Message(given string) string {
+	return fmt.Sprintf("%s %s %s (a record reads \"[   12.345678] pci 0000:81:00.0: ...\" or \"... kernel: ...\")\n"+
+		"capture one with journalctl -k -b > kernel.log or dmesg > kernel.log, and give that file", given, e.Name, e.What)
 }
 
 // failure keeps m when it says a device failed.

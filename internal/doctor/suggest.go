@@ -6,14 +6,24 @@ import (
 	"strings"
 )
 
-// unknownCheck refuses an --only id that is no check and no group, with the nearest ids
-// as a guess: the list of all 33 ran to a line of 600 characters that hid the typo.
-func unknownCheck(id string) error {
-	msg := fmt.Sprintf("no check %q", id)
-	if near := nearest(id, append(IDs(), Groups()...)); len(near) > 0 {
-		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(near, " or "))
+// UnknownCheckError is an id to run that is no check and no group, with the nearest ids
+// as a guess: the list of all 33 ran to a line of 600 characters that hid the typo. The
+// command line says where the list is.
+type UnknownCheckError struct {
+	ID   string
+	Near []string
+}
+
+func (e *UnknownCheckError) Error() string {
+	msg := fmt.Sprintf("no check %q", e.ID)
+	if len(e.Near) > 0 {
+		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(e.Near, " or "))
 	}
-	return fmt.Errorf("%s; gpusplit doctor --help lists the checks and groups", msg)
+	return msg
+}
+
+func unknownCheck(id string) error {
+	return &UnknownCheckError{ID: id, Near: nearest(id, append(IDs(), Groups()...))}
 }
 
 // nearest are the names closest to s by edit distance, when close enough to be a typo:

@@ -137,7 +137,7 @@ func Run(ctx context.Context, c Config, vmid int, phase string) (*Report, error)
 	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		rec.Result = ResultDeadline
-		err = fmt.Errorf("%w\nthe hook's deadline of %s passed (gpusplit hook --deadline, or pve hook install --deadline, sets another)", err, c.Deadline)
+		err = &DeadlineError{Err: err, Deadline: c.Deadline}
 	}
 	rec.Seconds = time.Since(start).Seconds()
 	// The metrics read the record (HandOffs); the phase's own outcome does not hang on it.
@@ -293,3 +293,16 @@ func fromNvidia(p *plan.Plan) bool {
 
 // minorText is a GPU's /dev/nvidiaN.
 func minorText(minor int) string { return "/dev/nvidia" + strconv.Itoa(minor) }
+
+// DeadlineError is a phase that failed past its deadline: what failed, and the deadline.
+// The command line says how to set another.
+type DeadlineError struct {
+	Err      error
+	Deadline time.Duration
+}
+
+func (e *DeadlineError) Error() string {
+	return fmt.Sprintf("%v\nthe hook's deadline of %s passed", e.Err, e.Deadline)
+}
+
+func (e *DeadlineError) Unwrap() error { return e.Err }

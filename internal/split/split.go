@@ -183,8 +183,9 @@ func (c *Change) boot(h *host.Host, inv *inventory.Inventory, p *plan.Plan, o Op
 	}
 }
 
-// ownConfig refuses to replace a desired state file that a person wrote: --vfio writes
-// the file the boot unit applies only where there is none, or one --vfio wrote before.
+// ownConfig refuses to replace a desired state file that a person wrote: a choice of
+// GPUs on the command line writes the file the boot unit applies only where there is
+// none, or one such a choice wrote before.
 func ownConfig(h *host.Host, f persist.File) error {
 	b, err := h.ReadFile(f.Path)
 	if err != nil || string(b) == f.Content || persist.FromVFIO(string(b)) {
@@ -193,12 +194,15 @@ func ownConfig(h *host.Host, f persist.File) error {
 	return &ConfigExistsError{Path: f.Path}
 }
 
-// ConfigExistsError is a desired state file, not written by --vfio, that a split from
-// --vfio would replace.
+// ConfigExistsError is a desired state file, not written for a choice of GPUs on the
+// command line, that a split from such a choice would replace.
 type ConfigExistsError struct{ Path string }
 
-func (e *ConfigExistsError) Error() string {
-	return fmt.Sprintf("%s says what the split is, and --vfio says otherwise: the boot unit applies that file, which --vfio would replace", e.Path)
+func (e *ConfigExistsError) Error() string { return e.Message("the choice of GPUs given") }
+
+// Message names the choice as the command line took it (its flag).
+func (e *ConfigExistsError) Message(choice string) string {
+	return fmt.Sprintf("%s says what the split is, and %s says otherwise: the boot unit applies that file, which %s would replace", e.Path, choice, choice)
 }
 
 // Empty says the host is as the desired state asks, in every part.
