@@ -209,7 +209,7 @@ func Run(r Request) (*Report, error) {
 	}
 	doc := &Report{Host: r.Root, Model: mj, Engine: string(r.Engine), KVDType: kv.Name, KVDTypeFrom: kv.From, Sets: []SetReport{}, Notes: []string{}}
 	if kv.Bytes == 2 && m.Quant.KVCache == "fp8" && kv.From != "--kv-dtype" {
-		doc.Notes = append(doc.Notes, "the checkpoint ships FP8 KV-cache scales: --kv-dtype fp8 (as the engine is told with --kv-cache-dtype fp8) halves the cache per token")
+		doc.Notes = append(doc.Notes, "the checkpoint ships FP8 KV-cache scales: an fp8 KV cache (kv_dtype fp8; the engine's --kv-cache-dtype fp8) halves the cache per token")
 	}
 	if r.KVBytesPerToken > 0 {
 		doc.Model.KVBytesPerToken, doc.Model.KVBytesPerTokenFrom = r.KVBytesPerToken, "--kv-bytes-per-token"
@@ -311,7 +311,7 @@ type gpuSet struct {
 func gpuSets(r Request, p2p bool, p2pWhy string) ([]gpuSet, error) {
 	inv, guest, split := r.Inventory, r.Guest, r.Split
 	if guest == nil {
-		return []gpuSet{{label: "this host's GPUs", when: "now", from: "the inventory (--devices narrows it)", gpus: inv.GPUs, p2p: p2p, p2pWhy: p2pWhy}}, nil
+		return []gpuSet{{label: "this host's GPUs", when: "now", from: "the inventory (the devices that count as GPUs)", gpus: inv.GPUs, p2p: p2p, p2pWhy: p2pWhy}}, nil
 	}
 	now, err := r.Now(*guest)
 	if err != nil {
