@@ -38,7 +38,7 @@ func (d *desiredFlags) register(cmd *cobra.Command) {
 
 // source is the split these flags give, with the command line's --devices.
 func (d *desiredFlags) source(g *globals) split.Source {
-	src := split.Source{VFIO: d.vfio, Config: d.config, Devices: g.devices, AllowShared: d.allowShared, AtRest: d.atRest, Warn: g.warn}
+	src := split.Source{VFIO: d.vfio, Config: d.config, Devices: g.devices, AllowShared: d.allowShared, AtRest: d.atRest, Warn: g.warn, Word: flagWays}
 	if d.set != nil && d.set("proxmox") {
 		src.Proxmox = &d.proxmox
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,9 +40,17 @@ func TestFlagAdvice(t *testing.T) {
 	demo := freshDemo(t)
 	mustRun(t, "demo", "reset")
 	writeFile(t, demo, "etc/gpusplit/split.toml", "[[group]]\nname = \"mine\"\nselect = [\"numa:0\"]\ndriver = \"vfio-pci\"\n")
-	_, _, err = run(t, "--demo", "apply", "--vfio", "numa:1", "--dry-run")
-	if err == nil || !strings.Contains(err.Error(), "/etc/gpusplit/split.toml says what the split is, and --vfio says otherwise: the boot unit applies that file, which --vfio would replace") {
-		t.Errorf("apply --vfio over a split.toml: %v", err)
+	// The change shows the stop as the error says it, in text and in JSON.
+	const refusal = "/etc/gpusplit/split.toml says what the split is, and --vfio says otherwise: the boot unit applies that file, which --vfio would replace"
+	t.Setenv("COLUMNS", "400")
+	out, _, err := run(t, "--demo", "apply", "--vfio", "numa:1", "--dry-run")
+	if err == nil || !strings.Contains(err.Error(), refusal) || !strings.Contains(out, "  boot: "+refusal+"\n") {
+		t.Errorf("apply --vfio over a split.toml: %v\n%s", err, out)
+	}
+	out, _, _ = run(t, "--demo", "plan", "--vfio", "numa:1", "-o", "json")
+	var doc struct{ Stops []string }
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Stops) != 1 || doc.Stops[0] != "boot: "+refusal {
+		t.Errorf("plan -o json: %v %q", err, doc.Stops)
 	}
 	_, _, err = run(t, "--demo", "plan", "--vfio", "0000:02:00.0")
 	if err == nil || !strings.HasPrefix(err.Error(), "--vfio: selector 0000:02:00.0 matches no GPU") ||

@@ -9,6 +9,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/hook"
 	"github.com/gpusplit/gpusplit/internal/persist"
 	"github.com/gpusplit/gpusplit/internal/plan"
+	"github.com/gpusplit/gpusplit/internal/pve"
 	"github.com/gpusplit/gpusplit/internal/split"
 )
 
@@ -36,6 +37,7 @@ func flagWays(err error) error {
 		shared    *plan.SharedGroupError
 		noGPUs    *plan.NoGPUsError
 		binary    *persist.BinaryError
+		snippet   *pve.BinaryRefusedError
 		config    *split.ConfigExistsError
 		deadline  *hook.DeadlineError
 		check     *doctor.UnknownCheckError
@@ -63,6 +65,9 @@ func flagWays(err error) error {
 	}
 	if errors.As(err, &binary) {
 		reword(binary.Error(), binary.Message(binaryAdvice))
+	}
+	if errors.As(err, &snippet) {
+		reword(snippet.Error(), snippet.Message(binaryAdvice))
 	}
 	if errors.As(err, &config) {
 		reword(config.Error(), config.Message("--vfio"))

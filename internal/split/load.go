@@ -37,6 +37,10 @@ type Source struct {
 	Proxmox, Persist *bool
 	// Warn is given the inventory's warnings each time the host is read; nil drops them.
 	Warn func([]string)
+	// Word gives a reason to stop the way out the caller has for it (the command
+	// line's flags), so that the change shows it as the run's error says it; nil
+	// leaves it as it is.
+	Word func(error) error
 }
 
 // ErrNoDesired is a host without a desired state file, where none was given.
@@ -169,7 +173,7 @@ func ReadConfig(h *host.Host, config string) (string, []byte, error) {
 // command names what writes, for Proxmox's backups.
 func (pl *Planned) Change(command string) (*Change, error) {
 	src := pl.Source
-	o := Options{Command: command, Boot: persist.BootOptions{Config: src.Config}}
+	o := Options{Command: command, Boot: persist.BootOptions{Config: src.Config}, Word: src.Word}
 	if len(src.VFIO) > 0 {
 		o.Config = &persist.File{Path: plan.DefaultConfig, Mode: 0o644, Content: persist.VFIOConfig(src.Devices, src.VFIO, src.AllowShared)}
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	AtRest *plan.Plan
 	// Command names what writes, for Proxmox's backups.
 	Command string
+	// Word words each reason to stop with the caller's way out (Source.Word); nil
+	// leaves them as they are.
+	Word func(error) error
 }
 
 // Change is everything a desired state asks of a host now. A part the desired state
@@ -55,6 +58,7 @@ type Change struct {
 	Notes []string
 	// Stops are every reason apply would stop before the first change, by part.
 	Stops []error
+	word  func(error) error // Options.Word
 }
 
 // Stop is a reason apply would stop, and the part it belongs to.
@@ -68,15 +72,23 @@ func (s *Stop) Unwrap() error { return s.Err }
 
 func (c *Change) stop(part string, err error) {
 	if err != nil {
-		c.Stops = append(c.Stops, &Stop{Part: part, Err: err})
+		c.Stops = append(c.Stops, c.Stop(part, err))
 	}
+}
+
+// Stop is err, a reason to stop, of part, worded as the caller asked (Options.Word).
+func (c *Change) Stop(part string, err error) *Stop {
+	if c.word != nil {
+		err = c.word(err)
+	}
+	return &Stop{Part: part, Err: err}
 }
 
 // Make works out the change on a host as it is now, writing nothing: each part, and
 // every reason apply would stop before it changes anything. The kernel's own checks (a
 // driver that cannot be loaded) are apply's, which has the kernel.
 func Make(h *host.Host, inv *inventory.Inventory, p *plan.Plan, d plan.Desired, o Options) (*Change, error) {
-	c := &Change{Desired: d, Drivers: p}
+	c := &Change{Desired: d, Drivers: p, word: o.Word}
 	c.stop("drivers", held(p))
 	c.stop("drivers", bind.Quarantined(h, p))
 	if d.SyncProxmox {

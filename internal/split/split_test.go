@@ -2,8 +2,10 @@ package split
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,10 +136,20 @@ func TestMakeKeepsAPersonsConfig(t *testing.T) {
 		if err := os.WriteFile(cfg, []byte(c.now), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ch := change(t, root, false, true, Options{Config: &vfio})
+		// The caller words each stop (Options.Word), keeping what it wraps.
+		word := func(err error) error { return fmt.Errorf("%w, worded", err) }
+		ch := change(t, root, false, true, Options{Config: &vfio, Word: word})
 		var ce *ConfigExistsError
 		if got := errors.As(errors.Join(ch.Stops...), &ce); got != c.stop {
 			t.Errorf("over %q: stop %v, want %v (%v)", c.now, got, c.stop, ch.Stops)
+		}
+		for _, s := range ch.Stops {
+			if !strings.HasSuffix(s.Error(), ", worded") {
+				t.Errorf("over %q: the stop is not worded: %v", c.now, s)
+			}
+		}
+		if c.stop && !slices.ContainsFunc(ch.Stops, func(s error) bool { return s.Error() == "boot: "+ce.Error()+", worded" }) {
+			t.Errorf("over %q: no worded stop of the file: %v", c.now, ch.Stops)
 		}
 		if ch.BootFiles[0].Path != plan.DefaultConfig {
 			t.Errorf("the desired state file is not the first boot file: %+v", ch.BootFiles)
