@@ -71,7 +71,7 @@ func (f *persistFlags) files(g *globals, h *host.Host) (*persist.Boot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return persist.PlanBoot(h, pl.Plan, pl.Inv.Tree, persist.BootOptions{Config: f.config, Binary: f.binary, SyncProxmox: pl.Desired.SyncProxmox})
+	return persist.PlanBoot(h, pl.Plan, pl.Inv.Tree, persist.BootOptions{Config: f.config, Binary: f.binary, SyncProxmox: pl.Desired.SyncProxmox, Word: flagWays})
 }
 
 func newPersistShow(g *globals) *cobra.Command {

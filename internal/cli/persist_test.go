@@ -210,6 +210,12 @@ func testShowBinary(t *testing.T, root string, reset func()) {
 	if !strings.HasPrefix(out, "The unit runs /usr/local/bin/gpusplit (-> /usr/bin/gpusplit): root's") {
 		t.Errorf("show says:\n%s", out)
 	}
+	// A refused binary is shown as install's error says it, with the flag's way out.
+	out = mustRun(t, "--root", root, "persist", "show", "--vfio", "numa:1", "--binary", "/opt/none")
+	if !strings.HasPrefix(out, "The unit would run /opt/none, which install refuses: the boot unit cannot run /opt/none: /opt does not exist.") ||
+		!strings.Contains(out, "0755 gpusplit "+persist.DefaultBinary+"', or name such a file with --binary PATH\n") {
+		t.Errorf("show of a refused binary says:\n%s", out)
+	}
 	var doc persist.ShowReport
 	if err := json.Unmarshal([]byte(mustRun(t, "--root", root, "persist", "show", "--vfio", "numa:1", "--binary", "/opt/none", "-o", "json")), &doc); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,9 @@ type BootOptions struct {
 	Binary string
 	// SyncProxmox: the desired state's sync_proxmox.
 	SyncProxmox bool
+	// Word gives a refused binary the caller's way out (the command line's flag), so
+	// that what shows the binary says it as the error does; nil leaves it as it is.
+	Word func(error) error
 }
 
 // ErrNothingToPin is returned for a desired state that pins no device to a driver.
@@ -73,6 +76,9 @@ func PlanBoot(h *host.Host, p *plan.Plan, tree *pci.Tree, o BootOptions) (*Boot,
 		b.Checked = true
 		if exe, e := os.Executable(); e == nil && !named && h.Root() == "/" && exe != path {
 			err = fmt.Errorf("%w (this gpusplit runs from %s; the unit does not run it from there)", err, exe)
+		}
+		if o.Word != nil {
+			err = o.Word(err)
 		}
 		b.Refused = err
 	default:

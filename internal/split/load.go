@@ -173,7 +173,7 @@ func ReadConfig(h *host.Host, config string) (string, []byte, error) {
 // command names what writes, for Proxmox's backups.
 func (pl *Planned) Change(command string) (*Change, error) {
 	src := pl.Source
-	o := Options{Command: command, Boot: persist.BootOptions{Config: src.Config}, Word: src.Word}
+	o := Options{Command: command, Boot: persist.BootOptions{Config: src.Config, Word: src.Word}, Word: src.Word}
 	if len(src.VFIO) > 0 {
 		o.Config = &persist.File{Path: plan.DefaultConfig, Mode: 0o644, Content: persist.VFIOConfig(src.Devices, src.VFIO, src.AllowShared)}
 	}
