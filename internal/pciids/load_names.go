@@ -60,6 +60,7 @@ func (w *wanted) device(v, d uint16) {
 	w.deviceLine(v, d)
 }
 
+// subsystem is for DB.Subsystem, which only the tests ask.
 func (w *wanted) subsystem(v, d, sv, sd uint16) {
 	set(&w.subsystems, uint64(v)<<48|uint64(d)<<32|uint64(sv)<<16|uint64(sd))
 	set(&w.subsystemsOf, uint32(v)<<16|uint32(d))

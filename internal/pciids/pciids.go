@@ -357,7 +357,8 @@ func (db *DB) Class(class uint32) (string, bool) {
 // Subclass returns the name of the subclass of a 24-bit class code
 // 0xCCSSPP, ignoring the prog-if byte, else the class name. This is the
 // name lspci shows for a device: 0x030000 is "VGA compatible controller",
-// 0x040300 is "Audio device". A class above 0xFFFFFF is unknown.
+// 0x040300 is "Audio device". A class above 0xFFFFFF is unknown. Commands
+// ask the chain (Names.Subclass); the tests check one file's names with this.
 func (db *DB) Subclass(class uint32) (string, bool) {
 	for _, l := range classLevels[1:] {
 		if name, ok := db.classLevel(class, l); ok {
