@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 )
 
 // vmConfig is what the plan reads of a qemu-server VM config: the keys of its main
@@ -35,36 +37,6 @@ func parseConfig(text string) vmConfig {
 	return c
 }
 
-// property splits a Proxmox property string ("mapping=x,pcie=1"); a part without '='
-// is the default key's value.
-func property(value, defaultKey string) map[string]string {
-	out := map[string]string{}
-	for _, part := range strings.Split(value, ",") {
-		if k, v, ok := strings.Cut(part, "="); ok {
-			out[k] = v
-		} else if part != "" {
-			out[defaultKey] = part
-		}
-	}
-	return out
-}
-
-// setProperty sets key=value in a property string, in place, or at its end; the
-// other parts keep their order and spelling.
-func setProperty(value, key, v string) string {
-	if value == "" {
-		return key + "=" + v
-	}
-	parts := strings.Split(value, ",")
-	for i, p := range parts {
-		if strings.HasPrefix(p, key+"=") {
-			parts[i] = key + "=" + v
-			return strings.Join(parts, ",")
-		}
-	}
-	return value + "," + key + "=" + v
-}
-
 // cpuConfig is the VM's cpu option (qemu-server CPUConfig.pm, $cpu_fmt): the model,
 // its flags, and the address widths set for it.
 type cpuConfig struct {
@@ -75,7 +47,7 @@ type cpuConfig struct {
 }
 
 func parseCPU(value string) cpuConfig {
-	p := property(value, "cputype")
+	p := pveprop.Parse(value, "cputype")
 	c := cpuConfig{Type: p["cputype"], Flags: map[string]bool{}, PhysBits: p["phys-bits"]}
 	if c.Type == "" {
 		c.Type = "kvm64"
@@ -110,7 +82,7 @@ func withCPU(value string, physBits int, flag string) string {
 		value = "kvm64"
 	}
 	if flag != "" {
-		p := property(value, "cputype")
+		p := pveprop.Parse(value, "cputype")
 		var flags []string
 		for _, f := range strings.Split(p["flags"], ";") {
 			if f != "" && strings.TrimLeft(f, "+-") != flag {
@@ -118,10 +90,10 @@ func withCPU(value string, physBits int, flag string) string {
 			}
 		}
 		flags = append(flags, "+"+flag)
-		value = setProperty(value, "flags", strings.Join(flags, ";"))
+		value = pveprop.Set(value, "flags", strings.Join(flags, ";"))
 	}
 	if physBits > 0 {
-		value = setProperty(value, "phys-bits", strconv.Itoa(physBits))
+		value = pveprop.Set(value, "phys-bits", strconv.Itoa(physBits))
 	}
 	return value
 }
@@ -133,7 +105,7 @@ func memoryMB(c vmConfig) (uint64, error) {
 	if !ok {
 		return 512, nil
 	}
-	n, err := strconv.ParseUint(property(v, "current")["current"], 10, 64)
+	n, err := strconv.ParseUint(pveprop.Parse(v, "current")["current"], 10, 64)
 	if err != nil || n == 0 {
 		return 0, fmt.Errorf("memory: %q is not a size in MiB", v)
 	}
@@ -159,7 +131,7 @@ func argsWindow(args string) (uint64, bool) {
 		if f[i] != "-fw_cfg" {
 			continue
 		}
-		p := property(f[i+1], "")
+		p := pveprop.Parse(f[i+1], "")
 		if p["name"] != fwCfgKey {
 			continue
 		}
@@ -174,7 +146,7 @@ func argsWindow(args string) (uint64, bool) {
 // (other options, gpusplit's own -device entries, their spacing) as it was.
 func withArgsWindow(args string, mb uint64) string {
 	opt := "name=" + fwCfgKey + ",string=" + strconv.FormatUint(mb, 10)
-	return withArgsOption(args, "-fw_cfg", func(v string) bool { return property(v, "")["name"] == fwCfgKey }, opt)
+	return withArgsOption(args, "-fw_cfg", func(v string) bool { return pveprop.Parse(v, "")["name"] == fwCfgKey }, opt)
 }
 
 // hole64Property is QEMU's property for the size of the 64-bit PCI hole its ACPI

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 )
 
 // Sizes and addresses of the guest's memory map.
@@ -152,7 +154,7 @@ func newGuest(c vmConfig, host HostCPU) (*guest, error) {
 	}
 	for k, v := range c {
 		if n, ok := strings.CutPrefix(k, "hostpci"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
-			p := property(v, "host")
+			p := pveprop.Parse(v, "host")
 			g.rombar[k] = p["rombar"] != "0"
 			g.pcie[k] = p["pcie"] == "1"
 		}

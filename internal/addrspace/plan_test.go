@@ -10,6 +10,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/testutils/fakehost"
 )
@@ -159,8 +160,8 @@ func TestVM131Planned(t *testing.T) {
 				t.Errorf("%d GPUs: cpu %q", n, r.CPU)
 			}
 			if r.CPU != "" {
-				bits, _ := strconv.Atoi(property(r.CPU, "cputype")["phys-bits"])
-				if !strings.Contains(property(r.CPU, "cputype")["flags"], "+pdpe1gb") || !strings.HasPrefix(r.CPU, "x86-64-v2-AES,") || bits <= 40 {
+				bits, _ := strconv.Atoi(pveprop.Parse(r.CPU, "cputype")["phys-bits"])
+				if !strings.Contains(pveprop.Parse(r.CPU, "cputype")["flags"], "+pdpe1gb") || !strings.HasPrefix(r.CPU, "x86-64-v2-AES,") || bits <= 40 {
 					t.Errorf("cpu %q", r.CPU)
 				}
 				fewer := plan(t, apply(config, &Result{CPU: withCPU("x86-64-v2-AES", bits-1, "pdpe1gb"), Args: r.Args}), devs, cpu)

@@ -13,6 +13,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/inventory"
 	"github.com/gpusplit/gpusplit/internal/pci"
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 	"github.com/gpusplit/gpusplit/internal/samplehost"
 	"github.com/gpusplit/gpusplit/internal/testutils/pveperl"
 )
@@ -171,7 +172,7 @@ print "arg=$_\n" for @{PVE::Tools::split_args($args)};
 func addrspaceBits(t *testing.T, cpu string) int {
 	t.Helper()
 	var bits int
-	if _, err := fmt.Sscanf(PropertyString(cpu, "cputype")["phys-bits"], "%d", &bits); err != nil || bits <= 40 {
+	if _, err := fmt.Sscanf(pveprop.Parse(cpu, "cputype")["phys-bits"], "%d", &bits); err != nil || bits <= 40 {
 		t.Fatalf("cpu %q", cpu)
 	}
 	return bits

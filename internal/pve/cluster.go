@@ -13,6 +13,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/host"
 	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/plural"
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 )
 
 // The cluster's files besides pci.cfg that the cluster view reads. pmxcfs replicates all
@@ -486,7 +487,7 @@ func clusterGuest(g *Guest, node string) (ClusterGuest, bool) {
 		hostpcis := g.Numbered("hostpci")
 		for _, n := range slices.Sorted(maps.Keys(hostpcis)) {
 			k := hostpcis[n]
-			props := PropertyString(k.Value, "host")
+			props := pveprop.Parse(k.Value, "host")
 			name := props["mapping"]
 			if name == "" {
 				continue

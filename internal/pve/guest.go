@@ -206,17 +206,3 @@ func DevPath(value string) string {
 	first, _, _ := strings.Cut(value, ",")
 	return strings.TrimPrefix(first, "path=")
 }
-
-// PropertyString splits a Proxmox property string ("mapping=x,pcie=1") into its parts; a
-// part without '=' is the default key's value (hostpci's host, numaN's nothing).
-func PropertyString(value, defaultKey string) map[string]string {
-	out := map[string]string{}
-	for _, part := range strings.Split(value, ",") {
-		if k, v, ok := strings.Cut(part, "="); ok {
-			out[k] = v
-		} else if part != "" {
-			out[defaultKey] = part
-		}
-	}
-	return out
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/plan"
 	"github.com/gpusplit/gpusplit/internal/plural"
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 )
 
 // vms computes the new configs of the VMs that use the GPUs' mappings (or that the
@@ -54,7 +55,7 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 	q35 := strings.Contains(firstOf(g.Get("machine")), "q35")
 	for _, n := range slices.Sorted(maps.Keys(hostpcis)) {
 		k := hostpcis[n]
-		props := PropertyString(k.Value, "host")
+		props := pveprop.Parse(k.Value, "host")
 		name := props["mapping"]
 		_, known := s.mappingGPUs[name]
 		if name == "" {
@@ -82,16 +83,16 @@ func (s *syncer) syncVM(g *Guest, explicit map[int]string, c *Change) bool {
 		}
 		value := k.Value
 		if to != name {
-			value = setPart(value, "mapping", to)
+			value = pveprop.Set(value, "mapping", to)
 			moved[[2]string{name, to}] = append(moved[[2]string{name, to}], k.Name)
 		}
 		if props["pcie"] != "1" {
-			value = setPart(value, "pcie", "1")
+			value = pveprop.Set(value, "pcie", "1")
 			pcie = append(pcie, k.Name)
 		}
 		mgpus := s.mappingGPUs[to]
 		if props["x-vga"] == "1" && s.compute(mgpus) {
-			value = dropPart(value, "x-vga")
+			value = pveprop.Drop(value, "x-vga")
 			vga = append(vga, k.Name)
 		}
 		if value != k.Value {
@@ -163,7 +164,7 @@ func BindNUMA(g *Guest, nodes []int) []string {
 	if len(existing) > 0 {
 		var bound []int
 		for _, k := range existing {
-			for _, h := range strings.Split(PropertyString(k.Value, "")["hostnodes"], ";") {
+			for _, h := range strings.Split(pveprop.Parse(k.Value, "")["hostnodes"], ";") {
 				if n, err := strconv.Atoi(h); err == nil && !slices.Contains(bound, n) {
 					bound = append(bound, n)
 				}
@@ -259,27 +260,4 @@ func withDomain(p string) string {
 		return "0000:" + p
 	}
 	return p
-}
-
-// setPart sets key=value in a property string, in place, or at its end.
-func setPart(value, key, v string) string {
-	parts := strings.Split(value, ",")
-	for i, p := range parts {
-		if strings.HasPrefix(p, key+"=") {
-			parts[i] = key + "=" + v
-			return strings.Join(parts, ",")
-		}
-	}
-	return value + "," + key + "=" + v
-}
-
-// dropPart removes key=… from a property string.
-func dropPart(value, key string) string {
-	var out []string
-	for _, p := range strings.Split(value, ",") {
-		if !strings.HasPrefix(p, key+"=") {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, ",")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/lazyre"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 )
 
 // IDPrefix starts the id of every QEMU device gpusplit adds to a VM's args, so that a
@@ -58,11 +59,11 @@ var pxbSlots = []int{0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
 // when the VM has no display (vga: none or a serial terminal).
 func freeSlots(g *pve.Guest) []int {
 	machine, _ := g.Get("machine")
-	if pve.PropertyString(machine, "type")["viommu"] != "virtio" {
+	if pveprop.Parse(machine, "type")["viommu"] != "virtio" {
 		return pxbSlots
 	}
 	vga, _ := g.Get("vga")
-	if t := pve.PropertyString(vga, "type")["type"]; t == "none" || strings.HasPrefix(t, "serial") {
+	if t := pveprop.Parse(vga, "type")["type"]; t == "none" || strings.HasPrefix(t, "serial") {
 		return pxbSlots // it takes 01, which no expander bridge uses
 	}
 	return slices.DeleteFunc(slices.Clone(pxbSlots), func(s int) bool { return s == 0x02 })
@@ -139,7 +140,7 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 	var mapped, elsewhere []string
 	for _, e := range entries {
 		v, _ := g.Get(e.key)
-		opts := pve.PropertyString(v, "host")
+		opts := pveprop.Parse(v, "host")
 		if opts["x-vga"] == "1" {
 			return nil, fmt.Errorf("%s has x-vga=1: a GPU that is the VM's display stays where qemu-server puts it; remove x-vga or leave this VM's layout alone", e.key)
 		}
@@ -170,7 +171,7 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 	l.Notes = append(l.Notes, pve.BindNUMA(g, nodes)...)
 	guestNode := map[int]int{}
 	for n, k := range g.Numbered("numa") {
-		if h, err := strconv.Atoi(pve.PropertyString(k.Value, "")["hostnodes"]); err == nil {
+		if h, err := strconv.Atoi(pveprop.Parse(k.Value, "")["hostnodes"]); err == nil {
 			guestNode[h] = n
 		}
 	}
@@ -220,7 +221,7 @@ func apply(g *pve.Guest, t *pci.Tree, m *Manifest) (*Layout, error) {
 			// the guest's PCIe link capabilities then tell the ports apart.
 			devs = append(devs, fmt.Sprintf("-device pcie-root-port,id=%s,bus=%s,addr=0x%x,port=%d,chassis=%d,slot=0", port, b.ID, j, 0x80+idx, 0x80+idx))
 			v, _ := g.Get(e.key)
-			opts := pve.PropertyString(v, "host")
+			opts := pveprop.Parse(v, "host")
 			for fi, f := range e.funcs {
 				dev := fmt.Sprintf("-device vfio-pci,host=%s,id=%shostpci%s", f.HostAddress, IDPrefix, n)
 				if len(e.funcs) > 1 {

@@ -16,6 +16,7 @@ import (
 	"github.com/gpusplit/gpusplit/internal/nccl"
 	"github.com/gpusplit/gpusplit/internal/pci"
 	"github.com/gpusplit/gpusplit/internal/pve"
+	"github.com/gpusplit/gpusplit/internal/pveprop"
 )
 
 // ErrLaidOut says that a VM's GPUs are already in gpusplit's layout (pve vm-layout).
@@ -78,7 +79,7 @@ func checkLegacyIGD(g *pve.Guest, entries map[int]pve.Key, q35 bool) (bool, erro
 		if !ok {
 			continue
 		}
-		opts := pve.PropertyString(k.Value, "host")
+		opts := pveprop.Parse(k.Value, "host")
 		if opts["legacy-igd"] != "1" {
 			continue
 		}
@@ -87,7 +88,7 @@ func checkLegacyIGD(g *pve.Guest, entries map[int]pve.Key, q35 bool) (bool, erro
 		switch {
 		case found:
 			why = "only one device can be assigned in legacy-igd mode"
-		case pve.PropertyString(vga, "type")["type"] != "none":
+		case pveprop.Parse(vga, "type")["type"] != "none":
 			why = "legacy IGD assignment requires VGA mode to be 'none'"
 		case opts["rombar"] == "0":
 			why = "legacy IGD assignment requires rombar to be enabled"
@@ -198,7 +199,7 @@ func predict(h *host.Host, t *pci.Tree, vmid int, now time.Time, needGPU bool) (
 		return nil, fmt.Errorf("VM %d is an %s guest; gpusplit knows qemu-server's x86_64 layouts only", vmid, a)
 	}
 	machine, _ := g.Get("machine")
-	q35 := strings.Contains(pve.PropertyString(machine, "type")["type"], "q35")
+	q35 := strings.Contains(pveprop.Parse(machine, "type")["type"], "q35")
 	ostype, _ := g.Get("ostype")
 	m := &Manifest{Version: ManifestVersion, VMID: vmid, Node: node, Machine: "i440fx", Devices: []Device{}, GuestNUMA: []GuestNode{}, Notes: []string{}}
 	if q35 {
@@ -223,7 +224,7 @@ func predict(h *host.Host, t *pci.Tree, vmid int, now time.Time, needGPU bool) (
 		if !ok {
 			continue
 		}
-		opts := pve.PropertyString(k.Value, "host")
+		opts := pveprop.Parse(k.Value, "host")
 		vgpu := ""
 		if opts["mdev"] != "" {
 			var err error
@@ -553,7 +554,7 @@ func guestNUMA(g *pve.Guest, devs []Device, notes []string) ([]GuestNode, []stri
 	out := []GuestNode{}
 	numaOn, _ := g.Get("numa")
 	for _, k := range g.NumberedInOrder("numa") {
-		v := pve.PropertyString(k.Value, "")
+		v := pveprop.Parse(k.Value, "")
 		hn, err := strconv.Atoi(v["hostnodes"])
 		if err != nil {
 			continue // unbound, or several host nodes: not one node's
