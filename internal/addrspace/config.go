@@ -126,27 +126,22 @@ const fwCfgKey = "opt/ovmf/X-PciMmio64Mb"
 // argsWindow finds "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=N" in an args line: the
 // size in MiB, and whether there is one.
 func argsWindow(args string) (uint64, bool) {
-	f := strings.Fields(args)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] != "-fw_cfg" {
-			continue
-		}
-		p := pveprop.Parse(f[i+1], "")
-		if p["name"] != fwCfgKey {
-			continue
-		}
-		n, err := strconv.ParseUint(p["string"], 10, 64)
-		return n, err == nil
+	v, ok := argsValue(args, "-fw_cfg", isWindow)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	n, err := strconv.ParseUint(pveprop.Parse(v, "")["string"], 10, 64)
+	return n, err == nil
 }
+
+func isWindow(v string) bool { return pveprop.Parse(v, "")["name"] == fwCfgKey }
 
 // withArgsWindow returns the args line with the OVMF window set to mb MiB: an existing
 // -fw_cfg for it changed in place, or one added at the end; everything else in the line
 // (other options, gpusplit's own -device entries, their spacing) as it was.
 func withArgsWindow(args string, mb uint64) string {
 	opt := "name=" + fwCfgKey + ",string=" + strconv.FormatUint(mb, 10)
-	return withArgsOption(args, "-fw_cfg", func(v string) bool { return pveprop.Parse(v, "")["name"] == fwCfgKey }, opt)
+	return withArgsOption(args, "-fw_cfg", isWindow, opt)
 }
 
 // hole64Property is QEMU's property for the size of the 64-bit PCI hole its ACPI
@@ -161,23 +156,31 @@ func hole64Property(q35 bool) string {
 
 // argsHole64 finds "-global <host>.pci-hole64-size=S" in an args line.
 func argsHole64(args string, q35 bool) (uint64, bool) {
-	f := strings.Fields(args)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] != "-global" {
-			continue
-		}
-		if v, ok := strings.CutPrefix(f[i+1], hole64Property(q35)+"="); ok {
-			n, err := parseQEMUSize(v)
-			return n, err == nil
-		}
+	prop := hole64Property(q35) + "="
+	v, ok := argsValue(args, "-global", func(v string) bool { return strings.HasPrefix(v, prop) })
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	n, err := parseQEMUSize(strings.TrimPrefix(v, prop))
+	return n, err == nil
 }
 
 func withArgsHole64(args string, q35 bool, size uint64) string {
 	prop := hole64Property(q35)
 	opt := fmt.Sprintf("%s=%dG", prop, size>>30)
 	return withArgsOption(args, "-global", func(v string) bool { return strings.HasPrefix(v, prop+"=") }, opt)
+}
+
+// argsValue is the value of the first "flag value" pair of an args line whose value
+// matches.
+func argsValue(args, flag string, match func(string) bool) (string, bool) {
+	f := strings.Fields(args)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == flag && match(f[i+1]) {
+			return f[i+1], true
+		}
+	}
+	return "", false
 }
 
 // withArgsOption sets the value of the first "flag value" pair whose value matches,

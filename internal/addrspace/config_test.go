@@ -55,6 +55,20 @@ func TestWithArgsWindow(t *testing.T) {
 	if s, ok := argsHole64(got, true); !ok || s != 2*TiB {
 		t.Errorf("hole64 reads back as %d, %v", s, ok)
 	}
+	// What is not the option, or not a size, is no setting: the plan takes the default.
+	for _, args := range []string{"-fw_cfg name=opt/other,string=1", "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=lots", "-fw_cfg", "name=opt/ovmf/X-PciMmio64Mb,string=1"} {
+		if mb, ok := argsWindow(args); ok {
+			t.Errorf("argsWindow(%q) = %d", args, mb)
+		}
+	}
+	for _, args := range []string{"-global i440FX-pcihost.pci-hole64-size=1T", "-global q35-pcihost.pci-hole64-size=big", "-global q35-pcihost.pci-hole64-size=99999999T"} {
+		if s, ok := argsHole64(args, true); ok {
+			t.Errorf("argsHole64(%q) = %d", args, s)
+		}
+	}
+	if s, ok := argsHole64("-global i440FX-pcihost.pci-hole64-size=1T", false); !ok || s != TiB {
+		t.Errorf("i440fx's hole64 reads as %d, %v", s, ok)
+	}
 }
 
 // A plan that changes nothing else leaves the config's other options as they are:
