@@ -623,11 +623,7 @@ func SecondDomain() Machine {
 		},
 		Drivers:       []string{"vfio-pci"},
 		NvidiaVersion: "580.95.05",
-		Links: map[string]string{
-			"etc/pve/local":       "nodes/pve1",
-			"etc/pve/qemu-server": "nodes/pve1/qemu-server",
-			"etc/pve/lxc":         "nodes/pve1/lxc",
-		},
+		Links:         pveNodeLinks("pve1"),
 		Files: map[string]string{
 			"etc/hostname": "pve1\n",
 			"proc/cpuinfo": "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC 9124 16-Core Processor\n\n",
@@ -680,11 +676,7 @@ func SRIOVHost() Machine {
 		Drivers:       []string{"vfio-pci"},
 		NvidiaVersion: "580.95.05",
 		Processes:     []Process{{PID: 5140, Comm: "kvm", Cmdline: []string{"/usr/bin/kvm", "-id", "140"}, Cgroup: "/qemu.slice/140.scope"}},
-		Links: map[string]string{
-			"etc/pve/local":       "nodes/pve1",
-			"etc/pve/qemu-server": "nodes/pve1/qemu-server",
-			"etc/pve/lxc":         "nodes/pve1/lxc",
-		},
+		Links:         pveNodeLinks("pve1"),
 		Files: map[string]string{
 			"etc/hostname":            "pve1\n",
 			"run/qemu-server/140.pid": "5140\n",
@@ -695,5 +687,15 @@ func SRIOVHost() Machine {
 			"etc/pve/nodes/pve1/qemu-server/140.conf": "hostpci0: 0000:81:00.4,mdev=nvidia-1234,pcie=1\nmachine: q35\nmemory: 16384\n",
 			"etc/pve/nodes/pve1/qemu-server/141.conf": "hostpci0: mapping=vgpu,mdev=nvidia-1235,pcie=1\nmachine: q35\nmemory: 16384\n",
 		},
+	}
+}
+
+// pveNodeLinks are the links pmxcfs makes in /etc/pve for the node it runs on: local,
+// qemu-server and lxc lead into nodes/NODE.
+func pveNodeLinks(node string) map[string]string {
+	return map[string]string{
+		"etc/pve/local":       "nodes/" + node,
+		"etc/pve/qemu-server": "nodes/" + node + "/qemu-server",
+		"etc/pve/lxc":         "nodes/" + node + "/lxc",
 	}
 }
