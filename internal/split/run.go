@@ -74,7 +74,7 @@ func Run(r Request) (*Outcome, error) {
 	stops := ch.Stops
 	if kerr == nil && !pl.Plan.Empty() {
 		if err := bind.Check(k, pl.Plan); err != nil && bind.Held(pl.Plan) == nil {
-			stops = append(stops, ch.Stop("drivers", err))
+			stops = append(stops, ch.newStop("drivers", err))
 		}
 	}
 	if r.DryRun || ch.Empty() {

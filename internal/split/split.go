@@ -72,12 +72,12 @@ func (s *Stop) Unwrap() error { return s.Err }
 
 func (c *Change) stop(part string, err error) {
 	if err != nil {
-		c.Stops = append(c.Stops, c.Stop(part, err))
+		c.Stops = append(c.Stops, c.newStop(part, err))
 	}
 }
 
-// Stop is err, a reason to stop, of part, worded as the caller asked (Options.Word).
-func (c *Change) Stop(part string, err error) *Stop {
+// newStop is err, a reason to stop, of part, worded as the caller asked (Options.Word).
+func (c *Change) newStop(part string, err error) *Stop {
 	if c.word != nil {
 		err = c.word(err)
 	}
